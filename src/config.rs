@@ -1,0 +1,257 @@
+//! The one typed settings tree: defaults, then `isir.toml`, then `ISIR_` environment
+//! variables with `__` between levels (`ISIR_SOURCE__URL`, `ISIR_POLL__PERIOD_SECS`).
+//!
+//! Owns every tunable with its default and the reason for it, and validates them at
+//! start-up with errors that name the key. It reads the environment and files only in
+//! [`Settings::load`]; components receive their part of the tree and never read globals.
+
+use std::path::Path;
+
+use figment::providers::{Env, Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+/// The real service. Our machines cannot reach it; `isir demo` uses the simulator.
+pub const REAL_ISIR_URL: &str = "https://isir.justice.cz:8443/isir_public_ws/IsirWsPublicService";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    pub source: SourceSettings,
+    pub database: DatabaseSettings,
+    pub redis: RedisSettings,
+    pub lease: LeaseSettings,
+    pub budget: BudgetSettings,
+    pub poll: PollSettings,
+    pub phase: PhaseSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SourceSettings {
+    /// Endpoint of the ISIR public web service.
+    pub url: String,
+    /// TCP+TLS connect timeout. 10 s: the service is slow at times but a longer wait
+    /// only delays the retry.
+    pub connect_timeout_secs: u64,
+    /// Whole-request timeout. 120 s: a 1.5 MB page over a slow line fits easily.
+    pub timeout_secs: u64,
+    /// Largest answer accepted. 32 MiB: pages are 1-1.5 MB; 10 MB must not fail.
+    pub max_body_bytes: usize,
+    /// Retries of a retryable failure inside one tick. 3: each costs budget, and the
+    /// next tick retries anyway.
+    pub max_retries: u32,
+    /// First backoff between retries (doubles each time). 2 s.
+    pub retry_backoff_ms: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// `sqlite://PATH` (the embedded default, WAL) or `postgres://...`.
+    pub url: String,
+    /// Pool size. 5: one writer, status queries and the odd projector.
+    pub max_connections: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RedisSettings {
+    /// `redis://...`. Unset: lease and budget are kept in the database.
+    pub url: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LeaseSettings {
+    /// Lease time to live. 900 s: longer than a tick (20 pages), short enough that a dead
+    /// writer is replaced within a quarter of an hour. Renewed every third of it.
+    pub ttl_secs: u64,
+    /// Redis key of the lease.
+    pub key: String,
+    /// Redis key of the fencing epoch counter.
+    pub epoch_key: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetSettings {
+    /// Requests a calendar day (Europe/Prague). 3000: the register's published limit.
+    pub daily: u64,
+    /// Requests a minute. 50: the register's published limit.
+    pub per_minute: u32,
+    /// Prefix of the per-day Redis keys.
+    pub key_prefix: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PollSettings {
+    /// Time between ticks. 600 s: the service asks for no more than one poll every
+    /// 10 minutes.
+    pub period_secs: u64,
+    /// Pages a tick at most. 20: 20 x 144 ticks = 2880 < 3000 a day.
+    pub max_batches_per_tick: u32,
+    /// Newest-ID checks at most this often. 3600 s: 24 requests a day for lag figures.
+    pub head_check_secs: u64,
+    /// Where an empty replica starts (`idPodnetu`); -1 is the beginning of the register.
+    pub start_id: i64,
+    /// Records the source returns at most per page (1000 on the real service).
+    pub page_size: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PhaseSettings {
+    /// Phase given to a new database: `off`, `ingest`, `project` or `serve`. Afterwards
+    /// the phase stored in the database wins. `ingest`: a new replica starts by
+    /// ingesting only.
+    pub initial: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            source: SourceSettings::default(),
+            database: DatabaseSettings::default(),
+            redis: RedisSettings::default(),
+            lease: LeaseSettings::default(),
+            budget: BudgetSettings::default(),
+            poll: PollSettings::default(),
+            phase: PhaseSettings::default(),
+        }
+    }
+}
+
+impl Default for SourceSettings {
+    fn default() -> Self {
+        Self {
+            url: REAL_ISIR_URL.into(),
+            connect_timeout_secs: 10,
+            timeout_secs: 120,
+            max_body_bytes: 32 * 1024 * 1024,
+            max_retries: 3,
+            retry_backoff_ms: 2000,
+        }
+    }
+}
+impl Default for DatabaseSettings {
+    fn default() -> Self {
+        Self { url: "sqlite://isir.db".into(), max_connections: 5 }
+    }
+}
+impl Default for RedisSettings {
+    fn default() -> Self {
+        Self { url: None }
+    }
+}
+impl Default for LeaseSettings {
+    fn default() -> Self {
+        Self { ttl_secs: 900, key: "isir:lease".into(), epoch_key: "isir:lease:epoch".into() }
+    }
+}
+impl Default for BudgetSettings {
+    fn default() -> Self {
+        Self { daily: 3000, per_minute: 50, key_prefix: "isir:budget".into() }
+    }
+}
+impl Default for PollSettings {
+    fn default() -> Self {
+        Self { period_secs: 600, max_batches_per_tick: 20, head_check_secs: 3600, start_id: -1, page_size: 1000 }
+    }
+}
+impl Default for PhaseSettings {
+    fn default() -> Self {
+        Self { initial: "ingest".into() }
+    }
+}
+
+impl Settings {
+    /// Defaults, then `config_file` (default `isir.toml`, optional), then `ISIR_...`.
+    pub fn load(config_file: Option<&Path>) -> anyhow::Result<Settings> {
+        let file = config_file.unwrap_or(Path::new("isir.toml"));
+        if config_file.is_some() && !file.exists() {
+            anyhow::bail!("configuration file {} does not exist", file.display());
+        }
+        Self::from_figment(
+            Figment::from(Serialized::defaults(Settings::default()))
+                .merge(Toml::file(file))
+                .merge(Env::prefixed("ISIR_").split("__")),
+        )
+    }
+
+    pub fn from_figment(f: Figment) -> anyhow::Result<Settings> {
+        let s: Settings = f.extract().map_err(|e| {
+            let mut msg = String::from("invalid configuration");
+            for err in e {
+                msg.push_str(&format!("\n  - {err}"));
+                if !err.path.is_empty() {
+                    msg.push_str(&format!(" (key `{}`)", err.path.join(".")));
+                }
+            }
+            anyhow::anyhow!(msg)
+        })?;
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Checks what types alone cannot, naming the key.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let mut errs = Vec::new();
+        let mut check = |ok: bool, key: &str, why: &str| {
+            if !ok {
+                errs.push(format!("`{key}`: {why}"));
+            }
+        };
+        check(
+            self.source.url.starts_with("http://") || self.source.url.starts_with("https://"),
+            "source.url",
+            "must be an http:// or https:// URL",
+        );
+        check(self.source.timeout_secs > 0, "source.timeout_secs", "must be above 0");
+        check(self.source.connect_timeout_secs > 0, "source.connect_timeout_secs", "must be above 0");
+        check(self.source.max_body_bytes >= 64 * 1024, "source.max_body_bytes", "must be at least 65536");
+        check(
+            self.database.url.starts_with("sqlite:")
+                || self.database.url.starts_with("postgres://")
+                || self.database.url.starts_with("postgresql://"),
+            "database.url",
+            "must start with sqlite:, postgres:// or postgresql://",
+        );
+        check(self.database.max_connections >= 2, "database.max_connections", "must be at least 2");
+        if let Some(u) = &self.redis.url {
+            check(
+                u.starts_with("redis://") || u.starts_with("rediss://") || u.starts_with("unix:"),
+                "redis.url",
+                "must start with redis://, rediss:// or unix:",
+            );
+        }
+        check(self.lease.ttl_secs >= 3, "lease.ttl_secs", "must be at least 3 (renewal runs at a third of it)");
+        check(!self.lease.key.is_empty(), "lease.key", "must not be empty");
+        check(self.lease.key != self.lease.epoch_key, "lease.epoch_key", "must differ from lease.key");
+        check(self.budget.daily > 0, "budget.daily", "must be above 0");
+        check(self.budget.per_minute > 0, "budget.per_minute", "must be above 0");
+        check(self.poll.period_secs > 0, "poll.period_secs", "must be above 0");
+        check(self.poll.max_batches_per_tick > 0, "poll.max_batches_per_tick", "must be above 0");
+        check(self.poll.page_size > 0, "poll.page_size", "must be above 0");
+        check(
+            crate::phase::Phase::parse(&self.phase.initial).is_some(),
+            "phase.initial",
+            "must be one of off, ingest, project, serve",
+        );
+        if errs.is_empty() {
+            Ok(())
+        } else {
+            anyhow::bail!("invalid configuration:\n  - {}", errs.join("\n  - "))
+        }
+    }
+
+    pub fn client_options(&self) -> crate::source::ClientOptions {
+        crate::source::ClientOptions {
+            url: self.source.url.clone(),
+            connect_timeout: std::time::Duration::from_secs(self.source.connect_timeout_secs),
+            timeout: std::time::Duration::from_secs(self.source.timeout_secs),
+            max_body_bytes: self.source.max_body_bytes,
+        }
+    }
+}

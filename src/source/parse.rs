@@ -1,0 +1,641 @@
+//! Parsing of the service's SOAP answers and of the `poznamka` detail documents.
+//!
+//! Owns the reading of bytes into [`Page`], the newest ID and [`Detail`]. It matches on
+//! local names and namespace URIs, never on prefixes; ignores unknown elements; keeps
+//! every value verbatim. A page is accepted whole or not at all. It never performs I/O.
+
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::name::{Namespace, QName, ResolveResult};
+use quick_xml::reader::{NsReader, Reader};
+
+use super::error::SourceError;
+use super::model::*;
+
+pub const SOAP_ENV_NS: &str = "http://schemas.xmlsoap.org/soap/envelope/";
+pub const TYPES_NS: &str = "http://isirpublicws.cca.cz/types/";
+pub const NOTE_NS: &str = "http://www.cca.cz/isir/poznamka";
+
+/// A small common face of the two quick-xml readers we use.
+trait Events<'i> {
+    fn next_event(&mut self) -> quick_xml::Result<Event<'i>>;
+    fn skip_to_end(&mut self, name: QName) -> quick_xml::Result<()>;
+}
+
+impl<'i> Events<'i> for Reader<&'i [u8]> {
+    fn next_event(&mut self) -> quick_xml::Result<Event<'i>> {
+        self.read_event()
+    }
+    fn skip_to_end(&mut self, name: QName) -> quick_xml::Result<()> {
+        self.read_to_end(name).map(|_| ())
+    }
+}
+
+impl<'i> Events<'i> for NsReader<&'i [u8]> {
+    fn next_event(&mut self) -> quick_xml::Result<Event<'i>> {
+        self.read_event()
+    }
+    fn skip_to_end(&mut self, name: QName) -> quick_xml::Result<()> {
+        self.read_to_end(name).map(|_| ())
+    }
+}
+
+/// An error inside the XML, before it is classified as truncated or invalid.
+#[derive(Debug)]
+enum XmlError {
+    /// The input ended while elements were still open.
+    Eof,
+    Syntax(String),
+    Content(String),
+}
+
+impl From<quick_xml::Error> for XmlError {
+    fn from(e: quick_xml::Error) -> Self {
+        match e {
+            quick_xml::Error::Syntax(s) => XmlError::Syntax(s.to_string()),
+            other => XmlError::Syntax(other.to_string()),
+        }
+    }
+}
+
+impl From<quick_xml::escape::EscapeError> for XmlError {
+    fn from(e: quick_xml::escape::EscapeError) -> Self {
+        XmlError::Syntax(format!("bad escape: {e}"))
+    }
+}
+
+fn is_blank(t: &[u8]) -> bool {
+    t.iter().all(|b| b.is_ascii_whitespace())
+}
+
+/// Reads the text of a leaf element whose start tag was just read, up to its end tag.
+/// Nested elements are skipped.
+fn leaf<'i, R: Events<'i>>(r: &mut R) -> Result<String, XmlError> {
+    let mut out: Option<String> = None;
+    loop {
+        match r.next_event()? {
+            Event::Text(t) => {
+                let s = t.unescape()?;
+                match &mut out {
+                    None => out = Some(s.into_owned()),
+                    Some(o) => o.push_str(&s),
+                }
+            }
+            Event::CData(c) => {
+                let s = std::str::from_utf8(&c)
+                    .map_err(|e| XmlError::Content(format!("CDATA not UTF-8: {e}")))?;
+                out.get_or_insert_with(String::new).push_str(s);
+            }
+            Event::Start(e) => r.skip_to_end(e.name())?,
+            Event::End(_) => return Ok(out.unwrap_or_default()),
+            Event::Eof => return Err(XmlError::Eof),
+            Event::DocType(_) => return Err(XmlError::Content("DOCTYPE is not allowed".into())),
+            _ => {}
+        }
+    }
+}
+
+fn opt_leaf<'i, R: Events<'i>>(r: &mut R, slot: &mut Option<String>) -> Result<(), XmlError> {
+    *slot = Some(leaf(r)?);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// The envelope
+
+/// Which answer the caller expects.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Data,
+    LastId,
+}
+
+impl Expect {
+    fn wrapper(self) -> &'static [u8] {
+        match self {
+            Expect::Data => b"getIsirWsPublicDataResponse",
+            Expect::LastId => b"getIsirWsPublicPosledniDataResponse",
+        }
+    }
+}
+
+enum Answer {
+    Data(Vec<Record>),
+    LastId(Option<i64>),
+}
+
+#[derive(Default)]
+struct Status {
+    stav: Option<String>,
+    code: Option<String>,
+    text: Option<String>,
+}
+
+/// Parses an answer of the actions-after-ID operation, validating it against the
+/// requested `after`: records strictly ascending and all above `after`.
+pub fn parse_data_response(body: &[u8], after: i64) -> Result<Page, SourceError> {
+    let records = match parse_envelope(body, Expect::Data)? {
+        Answer::Data(r) => r,
+        Answer::LastId(_) => unreachable!(),
+    };
+    let mut prev = after;
+    for rec in &records {
+        if rec.action.id <= prev {
+            return Err(SourceError::Invalid(if prev == after {
+                format!("record {} is not above the requested ID {after}", rec.action.id)
+            } else {
+                format!("records not ascending: {} after {prev}", rec.action.id)
+            }));
+        }
+        prev = rec.action.id;
+    }
+    Ok(Page { after, records })
+}
+
+/// Parses an answer of the newest-ID operation (the maximum of `cisloPosledniId`).
+pub fn parse_last_id_response(body: &[u8]) -> Result<i64, SourceError> {
+    match parse_envelope(body, Expect::LastId)? {
+        Answer::LastId(Some(id)) => Ok(id),
+        Answer::LastId(None) => Err(SourceError::Invalid("no cisloPosledniId in the answer".into())),
+        Answer::Data(_) => unreachable!(),
+    }
+}
+
+fn parse_envelope(body: &[u8], expect: Expect) -> Result<Answer, SourceError> {
+    let mut r = NsReader::from_reader(body);
+    r.config_mut().expand_empty_elements = true;
+    let mut in_envelope = false;
+    match envelope(&mut r, expect, &mut in_envelope) {
+        Ok(a) => Ok(a),
+        Err(Outcome::Source(e)) => Err(e),
+        Err(Outcome::Xml(e)) => {
+            let at = r.buffer_position();
+            let reached_end = at as usize >= body.len();
+            Err(match e {
+                XmlError::Eof if in_envelope => SourceError::Retryable(format!(
+                    "truncated body: the document ends after {} bytes before the envelope closes",
+                    body.len()
+                )),
+                XmlError::Syntax(_) if in_envelope && reached_end => SourceError::Retryable(format!(
+                    "truncated body: the document ends after {} bytes inside a tag",
+                    body.len()
+                )),
+                XmlError::Eof => SourceError::Invalid("empty or non-SOAP body".into()),
+                XmlError::Syntax(m) => SourceError::Invalid(format!("not well-formed XML at byte {at}: {m}")),
+                XmlError::Content(m) => SourceError::Invalid(format!("{m} (near byte {at})")),
+            })
+        }
+    }
+}
+
+enum Outcome {
+    Xml(XmlError),
+    Source(SourceError),
+}
+
+impl From<XmlError> for Outcome {
+    fn from(e: XmlError) -> Self {
+        Outcome::Xml(e)
+    }
+}
+impl From<quick_xml::Error> for Outcome {
+    fn from(e: quick_xml::Error) -> Self {
+        Outcome::Xml(e.into())
+    }
+}
+
+fn invalid(msg: impl Into<String>) -> Outcome {
+    Outcome::Source(SourceError::Invalid(msg.into()))
+}
+
+fn is_ns(res: &ResolveResult, ns: &str) -> bool {
+    matches!(res, ResolveResult::Bound(Namespace(n)) if *n == ns.as_bytes())
+}
+
+fn local(e: &BytesStart) -> String {
+    String::from_utf8_lossy(e.local_name().as_ref()).into_owned()
+}
+
+fn envelope(r: &mut NsReader<&[u8]>, expect: Expect, in_envelope: &mut bool) -> Result<Answer, Outcome> {
+    // Prolog, then the Envelope.
+    loop {
+        let (res, ev) = r.read_resolved_event()?;
+        match ev {
+            Event::Start(e) => {
+                if e.local_name().as_ref() == b"Envelope" && is_ns(&res, SOAP_ENV_NS) {
+                    *in_envelope = true;
+                    break;
+                }
+                return Err(invalid(format!("unexpected root element <{}>, not a SOAP envelope", local(&e))));
+            }
+            Event::Text(t) if is_blank(&t) => {}
+            Event::Text(_) | Event::CData(_) => return Err(invalid("text before the SOAP envelope")),
+            Event::DocType(_) => return Err(invalid("DOCTYPE is not allowed")),
+            Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
+            _ => {}
+        }
+    }
+    // Header (skipped), then Body.
+    loop {
+        let (res, ev) = r.read_resolved_event()?;
+        match ev {
+            Event::Start(e) if e.local_name().as_ref() == b"Body" && is_ns(&res, SOAP_ENV_NS) => break,
+            Event::Start(e) if e.local_name().as_ref() == b"Header" => r.read_to_end(e.name()).map(|_| ())?,
+            Event::Start(e) => return Err(invalid(format!("unexpected <{}> in the SOAP envelope", local(&e)))),
+            Event::End(_) => return Err(invalid("SOAP envelope without a Body")),
+            Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
+            Event::DocType(_) => return Err(invalid("DOCTYPE is not allowed")),
+            _ => {}
+        }
+    }
+    // The one element inside Body.
+    let answer = loop {
+        let (res, ev) = r.read_resolved_event()?;
+        match ev {
+            Event::Start(e) if e.local_name().as_ref() == b"Fault" && is_ns(&res, SOAP_ENV_NS) => {
+                return Err(fault(r));
+            }
+            Event::Start(e) if e.local_name().as_ref() == expect.wrapper() && is_ns(&res, TYPES_NS) => {
+                break wrapper(r, expect)?;
+            }
+            Event::Start(e) => {
+                return Err(invalid(format!(
+                    "unexpected <{}> in the SOAP Body, expected {}",
+                    local(&e),
+                    String::from_utf8_lossy(expect.wrapper())
+                )));
+            }
+            Event::End(_) => return Err(invalid("empty SOAP Body")),
+            Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
+            _ => {}
+        }
+    };
+    // The rest of Body and Envelope must close properly.
+    let mut depth = 2usize;
+    while depth > 0 {
+        match r.read_event()? {
+            Event::End(_) => depth -= 1,
+            Event::Start(e) => r.read_to_end(e.name()).map(|_| ())?,
+            Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
+            _ => {}
+        }
+    }
+    loop {
+        match r.read_event()? {
+            Event::Eof => break,
+            Event::Start(_) => return Err(invalid("content after the SOAP envelope")),
+            _ => {}
+        }
+    }
+    Ok(answer)
+}
+
+fn fault(r: &mut NsReader<&[u8]>) -> Outcome {
+    let mut code = None;
+    let mut text = None;
+    let res: Result<(), XmlError> = (|| loop {
+        match r.read_event()? {
+            Event::Start(e) => match e.local_name().as_ref() {
+                b"faultcode" => code = Some(leaf(r)?),
+                b"faultstring" => text = Some(leaf(r)?),
+                _ => r.read_to_end(e.name()).map(|_| ())?,
+            },
+            Event::End(_) => return Ok(()),
+            Event::Eof => return Err(XmlError::Eof),
+            _ => {}
+        }
+    })();
+    match res {
+        // A Fault is the answer even if what follows it is damaged.
+        Ok(()) | Err(_) if code.is_some() || text.is_some() => Outcome::Source(SourceError::Fault { code, text }),
+        Ok(()) => Outcome::Source(SourceError::Fault { code, text }),
+        Err(e) => Outcome::Xml(e),
+    }
+}
+
+fn wrapper(r: &mut NsReader<&[u8]>, expect: Expect) -> Result<Answer, Outcome> {
+    let mut records = Vec::new();
+    let mut last_id: Option<i64> = None;
+    let mut status: Option<Status> = None;
+    loop {
+        match r.read_event()? {
+            Event::Start(e) => match e.local_name().as_ref() {
+                b"data" if expect == Expect::Data => records.push(record(r)?),
+                b"cisloPosledniId" if expect == Expect::LastId => {
+                    let t = leaf(r)?;
+                    let v: i64 = t
+                        .trim()
+                        .parse()
+                        .map_err(|_| invalid(format!("cisloPosledniId is not a number: {t:?}")))?;
+                    last_id = Some(last_id.map_or(v, |m| m.max(v)));
+                }
+                b"status" => {
+                    if status.is_some() {
+                        return Err(invalid("more than one status block"));
+                    }
+                    status = Some(status_block(r)?);
+                }
+                _ => r.read_to_end(e.name()).map(|_| ())?,
+            },
+            Event::End(_) => break,
+            Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
+            Event::DocType(_) => return Err(invalid("DOCTYPE is not allowed")),
+            _ => {}
+        }
+    }
+    let status = status.ok_or_else(|| invalid("the answer has no status block"))?;
+    match status.stav.as_deref() {
+        Some("OK") => {}
+        None => return Err(invalid("status block without stav")),
+        Some(_) => {
+            return Err(Outcome::Source(SourceError::Refused { code: status.code, text: status.text }));
+        }
+    }
+    Ok(match expect {
+        Expect::Data => Answer::Data(records),
+        Expect::LastId => Answer::LastId(last_id),
+    })
+}
+
+fn status_block(r: &mut NsReader<&[u8]>) -> Result<Status, Outcome> {
+    let mut s = Status::default();
+    loop {
+        match r.read_event()? {
+            Event::Start(e) => match e.local_name().as_ref() {
+                b"stav" => s.stav = Some(leaf(r)?),
+                b"kodChyby" => s.code = Some(leaf(r)?),
+                b"popisChyby" => s.text = Some(leaf(r)?),
+                _ => r.read_to_end(e.name()).map(|_| ())?,
+            },
+            Event::End(_) => return Ok(s),
+            Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
+            _ => {}
+        }
+    }
+}
+
+fn record(r: &mut NsReader<&[u8]>) -> Result<Record, Outcome> {
+    let mut id: Option<String> = None;
+    let mut created = None;
+    let mut published = None;
+    let mut document_url = None;
+    let mut case_number = None;
+    let mut type_code = None;
+    let mut type_name = None;
+    let mut section = None;
+    let mut number: Option<String> = None;
+    let mut note: Option<String> = None;
+    loop {
+        match r.read_event()? {
+            Event::Start(e) => match e.local_name().as_ref() {
+                b"id" => opt_leaf(r, &mut id)?,
+                b"datumZalozeniUdalosti" => opt_leaf(r, &mut created)?,
+                b"datumZverejneniUdalosti" => opt_leaf(r, &mut published)?,
+                b"dokumentUrl" => opt_leaf(r, &mut document_url)?,
+                b"spisovaZnacka" => opt_leaf(r, &mut case_number)?,
+                b"typUdalosti" => opt_leaf(r, &mut type_code)?,
+                b"popisUdalosti" => opt_leaf(r, &mut type_name)?,
+                b"oddil" => opt_leaf(r, &mut section)?,
+                b"cisloVOddilu" => opt_leaf(r, &mut number)?,
+                b"poznamka" => opt_leaf(r, &mut note)?,
+                _ => r.read_to_end(e.name()).map(|_| ())?,
+            },
+            Event::End(_) => break,
+            Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
+            _ => {}
+        }
+    }
+    let id_text = id.ok_or_else(|| invalid("a data record without id"))?;
+    let id: i64 = id_text
+        .trim()
+        .parse()
+        .map_err(|_| invalid(format!("data record id is not a number: {id_text:?}")))?;
+    let need = |v: Option<String>, name: &str| v.ok_or_else(|| invalid(format!("record {id}: required field {name} missing")));
+    let number_in_section = match number {
+        None => None,
+        Some(t) => Some(
+            t.trim()
+                .parse::<i64>()
+                .map_err(|_| invalid(format!("record {id}: cisloVOddilu is not a number: {t:?}")))?,
+        ),
+    };
+    let action = Action {
+        id,
+        created: need(created, "datumZalozeniUdalosti")?,
+        published: need(published, "datumZverejneniUdalosti")?,
+        document_url,
+        case_number: need(case_number, "spisovaZnacka")?,
+        type_code: need(type_code, "typUdalosti")?,
+        type_name: need(type_name, "popisUdalosti")?,
+        section,
+        number_in_section,
+        note,
+    };
+    let detail = note_of(action.note.as_deref());
+    Ok(Record { action, detail })
+}
+
+/// Parses an optional raw `poznamka` into a [`Note`]; a broken detail never fails the page.
+pub fn note_of(raw: Option<&str>) -> Note {
+    match raw {
+        None => Note::Absent,
+        Some(s) => match parse_note(s) {
+            Ok(d) => Note::Parsed(d),
+            Err(error) => Note::Unparsed { error },
+        },
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The detail document
+
+/// Parses an unescaped `poznamka` document. Unknown elements are ignored.
+pub fn parse_note(xml: &str) -> Result<Detail, String> {
+    let mut r = Reader::from_reader(xml.as_bytes());
+    r.config_mut().expand_empty_elements = true;
+    note_doc(&mut r).map_err(|e| match e {
+        XmlError::Eof => "poznamka ends before its document closes".to_string(),
+        XmlError::Syntax(m) => format!("poznamka is not well-formed XML at byte {}: {m}", r.buffer_position()),
+        XmlError::Content(m) => format!("poznamka: {m}"),
+    })
+}
+
+fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
+    let mut d = Detail::default();
+    loop {
+        match r.read_event()? {
+            Event::Start(e) => {
+                if e.local_name().as_ref() != b"udalost" {
+                    return Err(XmlError::Content(format!("root element <{}> is not udalost", local(&e))));
+                }
+                if let Some(a) = e
+                    .try_get_attribute("verzeXsd")
+                    .map_err(|e| XmlError::Syntax(e.to_string()))?
+                {
+                    d.schema_version = Some(a.unescape_value()?.into_owned());
+                }
+                break;
+            }
+            Event::DocType(_) => return Err(XmlError::Content("DOCTYPE is not allowed".into())),
+            Event::Eof => return Err(XmlError::Eof),
+            Event::Text(t) if is_blank(&t) => {}
+            Event::Text(_) | Event::CData(_) => return Err(XmlError::Content("text before the root element".into())),
+            _ => {}
+        }
+    }
+    loop {
+        match r.read_event()? {
+            Event::Start(e) => match e.local_name().as_ref() {
+                b"idOsobyPuvodce" => opt_leaf(r, &mut d.origin)?,
+                b"vec" => d.case = Some(case_block(r)?),
+                b"osoba" => d.person = Some(person(r)?),
+                b"cisUdalost" => d.code_list = Some(code_list(r)?),
+                b"datumPravniMoci" => opt_leaf(r, &mut d.legal_force_date)?,
+                b"priznakAnVedlejsiUdalost" => d.secondary_action = Some(Flag::from_text(&leaf(r)?)),
+                b"priznakAnVedlejsiDokument" => d.secondary_document = Some(Flag::from_text(&leaf(r)?)),
+                b"druhOddilPrihl" => opt_leaf(r, &mut d.claim_section_kind)?,
+                b"cisloOddiluPrihl" => opt_leaf(r, &mut d.claim_section_number)?,
+                b"osobaVeritel" => opt_leaf(r, &mut d.creditor)?,
+                b"priznakPlatnyVeritel" => d.valid_creditor = Some(Flag::from_text(&leaf(r)?)),
+                b"priznakMylnyZapisVeritelPohled" => d.erroneous_claim_entry = Some(Flag::from_text(&leaf(r)?)),
+                b"datumUstanoveniSpravce" => opt_leaf(r, &mut d.administrator_appointed)?,
+                b"datumZverejneniOpraveneUdalosti" => opt_leaf(r, &mut d.corrected_published)?,
+                b"datumVyskrtnuti" => opt_leaf(r, &mut d.struck_out)?,
+                b"idOsoby1" => opt_leaf(r, &mut d.person_id1)?,
+                b"idOsoby2" => opt_leaf(r, &mut d.person_id2)?,
+                b"datumSpojeni" => opt_leaf(r, &mut d.joined)?,
+                b"datumOddeleni" => opt_leaf(r, &mut d.separated)?,
+                b"datumUdalostZrusena" => opt_leaf(r, &mut d.annulled)?,
+                b"bcVecICm" => opt_leaf(r, &mut d.incidental_number)?,
+                b"druhVecICm" => opt_leaf(r, &mut d.incidental_kind)?,
+                b"rocnikICm" => opt_leaf(r, &mut d.incidental_year)?,
+                b"senatICm" => opt_leaf(r, &mut d.incidental_senate)?,
+                _ => r.read_to_end(e.name()).map(|_| ())?,
+            },
+            Event::End(_) => break,
+            Event::Eof => return Err(XmlError::Eof),
+            _ => {}
+        }
+    }
+    // Only whitespace, comments or processing instructions may follow the root.
+    loop {
+        match r.read_event()? {
+            Event::Eof => return Ok(d),
+            Event::Start(_) => return Err(XmlError::Content("a second root element".into())),
+            Event::Text(t) if !is_blank(&t) => return Err(XmlError::Content("text after the root element".into())),
+            _ => {}
+        }
+    }
+}
+
+/// Runs `f` for each child element of the element just opened, skipping text.
+fn children<'i, F>(r: &mut Reader<&'i [u8]>, mut f: F) -> Result<(), XmlError>
+where
+    F: FnMut(&mut Reader<&'i [u8]>, &[u8]) -> Result<bool, XmlError>,
+{
+    loop {
+        match r.read_event()? {
+            Event::Start(e) => {
+                let name = e.local_name();
+                if !f(r, name.as_ref())? {
+                    r.read_to_end(e.name())?;
+                }
+            }
+            Event::End(_) => return Ok(()),
+            Event::Eof => return Err(XmlError::Eof),
+            _ => {}
+        }
+    }
+}
+
+fn case_block(r: &mut Reader<&[u8]>) -> Result<CaseBlock, XmlError> {
+    let mut c = CaseBlock::default();
+    children(r, |r, name| {
+        let slot = match name {
+            b"druhStavRizeni" => &mut c.state,
+            b"datumVecZrusena" => &mut c.annulled,
+            b"datumKonecLhutyPrihlasek" => &mut c.claims_deadline,
+            b"datumSkonceniVeci" => &mut c.ended,
+            _ => return Ok(false),
+        };
+        opt_leaf(r, slot)?;
+        Ok(true)
+    })?;
+    Ok(c)
+}
+
+fn person(r: &mut Reader<&[u8]>) -> Result<Person, XmlError> {
+    let mut p = Person::default();
+    let mut id = None;
+    children(r, |r, name| {
+        let slot = match name {
+            b"idOsoby" => &mut id,
+            b"druhRoleVRizeni" => &mut p.role,
+            b"druhSpravce" => &mut p.administrator_kind,
+            b"nazevOsoby" => &mut p.name,
+            b"nazevOsobyObchodni" => &mut p.trade_name,
+            b"druhOsoby" => &mut p.kind,
+            b"druhPravniForma" => &mut p.legal_form,
+            b"jmeno" => &mut p.first_name,
+            b"titulPred" => &mut p.title_before,
+            b"titulZa" => &mut p.title_after,
+            b"ic" => &mut p.ico,
+            b"dic" => &mut p.dic,
+            b"rc" => &mut p.birth_number,
+            b"datumNarozeni" => &mut p.birth_date,
+            b"datumOsobaVeVeciZrusena" => &mut p.left_case,
+            b"adresa" => {
+                p.addresses.push(address(r)?);
+                return Ok(true);
+            }
+            _ => return Ok(false),
+        };
+        opt_leaf(r, slot)?;
+        Ok(true)
+    })?;
+    p.id = id.ok_or_else(|| XmlError::Content("osoba without idOsoby".into()))?;
+    Ok(p)
+}
+
+fn address(r: &mut Reader<&[u8]>) -> Result<Address, XmlError> {
+    let mut a = Address::default();
+    children(r, |r, name| {
+        let slot = match name {
+            b"druhAdresy" => &mut a.kind,
+            b"datumPobytOd" => &mut a.valid_from,
+            b"datumPobytDo" => &mut a.valid_to,
+            b"mesto" => &mut a.city,
+            b"ulice" => &mut a.street,
+            b"cisloPopisne" => &mut a.house_number,
+            b"okres" => &mut a.district,
+            b"zeme" => &mut a.country,
+            b"psc" => &mut a.postcode,
+            b"telefon" => &mut a.phone,
+            b"fax" => &mut a.fax,
+            b"textAdresy" => &mut a.text,
+            b"idAdresy" => &mut a.id,
+            _ => return Ok(false),
+        };
+        opt_leaf(r, slot)?;
+        Ok(true)
+    })?;
+    Ok(a)
+}
+
+fn code_list(r: &mut Reader<&[u8]>) -> Result<CodeListEntry, XmlError> {
+    let mut c = CodeListEntry::default();
+    let mut internal = None;
+    children(r, |r, name| {
+        let slot = match name {
+            b"idCisUdalostiProWs" => &mut c.id,
+            b"popisCisUdalosti" => &mut c.name,
+            b"datumZalozeniCisUdalosti" => &mut c.created,
+            b"datumZruseniCisUdalosti" => &mut c.cancelled,
+            b"priznakAnInterniCisUdalost" => &mut internal,
+            _ => return Ok(false),
+        };
+        opt_leaf(r, slot)?;
+        Ok(true)
+    })?;
+    c.internal = internal.as_deref().map(Flag::from_text);
+    Ok(c)
+}

@@ -1,0 +1,235 @@
+//! Data-driven parser tests over the shared fixtures and over one message per error class.
+
+use std::path::{Path, PathBuf};
+
+use isir::source::parse::{parse_data_response, parse_last_id_response, parse_note};
+use isir::source::{Flag, Note, SourceError};
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/isir").join(name)).unwrap()
+}
+
+/// The repository keeps a copy of `../shared/isir/fixtures`; where the shared folder is
+/// present, the copy must not have drifted from it.
+#[test]
+fn fixture_copies_match_shared() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/isir/fixtures");
+    let Ok(dir) = std::fs::read_dir(&shared) else {
+        eprintln!("note: {} absent; the repository copy is used", shared.display());
+        return;
+    };
+    let mut n = 0;
+    for e in dir {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(std::fs::read(&p).unwrap(), fixture(&name), "fixture {name} differs from the shared copy");
+        n += 1;
+    }
+    assert!(n >= 7);
+}
+
+#[test]
+fn mixed_page_parses_every_field() {
+    let page = parse_data_response(&fixture("page-mixed.xml"), 79500000).unwrap();
+    let ids: Vec<i64> = page.actions().map(|a| a.id).collect();
+    assert_eq!(ids, [79500007, 79500009, 79500010, 79500012, 79500015, 79500016, 79500019, 79500020]);
+    let a = &page.records[0].action;
+    assert_eq!(a.created, "2026-03-02T09:14:05.000+01:00");
+    assert_eq!(a.published, "2026-03-02T09:20:11.000+01:00");
+    assert_eq!(a.document_url.as_deref(), Some("https://isir.justice.cz:8443/isir_public_ws/doc/Document?idDokument=90000123"));
+    assert_eq!(a.case_number, "INS 4711/2026");
+    assert_eq!(a.type_code, "6");
+    assert_eq!(a.type_name, "Insolvenční návrh spojený s návrhem na povolení oddlužení");
+    assert_eq!(a.section.as_deref(), Some("A"));
+    assert_eq!(a.number_in_section, Some(1));
+    assert!(a.note.as_deref().unwrap().starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?><ns2:udalost"));
+    let Note::Parsed(d) = &page.records[0].detail else { panic!("detail not parsed") };
+    assert_eq!(d.schema_version.as_deref(), Some("1_10"));
+    assert_eq!(d.origin.as_deref(), Some("KSSTCAB"));
+    assert_eq!(d.case.as_ref().unwrap().state.as_deref(), Some("NEVYRIZENA"));
+    assert_eq!(d.secondary_action, Some(Flag::F));
+    assert_eq!(d.secondary_document, Some(Flag::F));
+
+    // Natural-person debtor: idOsoby byte-exact, diacritics preserved.
+    let b = &page.records[1];
+    assert_eq!(b.action.document_url, None);
+    assert_eq!(b.action.section, None);
+    let Note::Parsed(d) = &b.detail else { panic!() };
+    let p = d.person.as_ref().unwrap();
+    assert_eq!(p.id, "ZKUŠEBNÁJANA010185 1");
+    assert_eq!(p.role.as_deref(), Some("DLUŽNÍK"));
+    assert_eq!(p.name.as_deref(), Some("Zkušebná"));
+    assert_eq!(p.first_name.as_deref(), Some("Jana"));
+    assert_eq!(p.kind.as_deref(), Some("F"));
+    assert_eq!(p.birth_number.as_deref(), Some("855101/0000"));
+    assert_eq!(p.birth_date.as_deref(), Some("1985-01-01+01:00"));
+    assert_eq!(p.addresses.len(), 1);
+    let ad = &p.addresses[0];
+    assert_eq!(ad.kind.as_deref(), Some("TRVALÁ"));
+    assert_eq!(ad.valid_from.as_deref(), Some("2026-03-02+01:00"));
+    assert_eq!(ad.city.as_deref(), Some("Kladno"));
+    assert_eq!(ad.street.as_deref(), Some("Zkušební"));
+    assert_eq!(ad.house_number.as_deref(), Some("12"));
+    assert_eq!(ad.district.as_deref(), Some("Kladno"));
+    assert_eq!(ad.country.as_deref(), Some("CZE"));
+    assert_eq!(ad.postcode.as_deref(), Some("272 01"));
+    assert_eq!(ad.id.as_deref(), Some("9900001"));
+
+    // Company debtor.
+    let Note::Parsed(d) = &page.records[3].detail else { panic!() };
+    let p = d.person.as_ref().unwrap();
+    assert_eq!(p.id, "VZOREK S.R.O.12345678 1");
+    assert_eq!(p.kind.as_deref(), Some("P"));
+    assert_eq!(p.legal_form.as_deref(), Some("s.r.o."));
+    assert_eq!(p.ico.as_deref(), Some("12345678"));
+    assert_eq!(p.addresses[0].kind.as_deref(), Some("SÍDLO FY"));
+    assert_eq!(p.addresses[0].street.as_deref(), Some("Údolní"));
+
+    // Konkurs decision with the claims deadline; created later than published is kept.
+    let e = &page.records[4];
+    assert_eq!(e.action.created, "2026-02-27T14:02:00.000+01:00");
+    let Note::Parsed(d) = &e.detail else { panic!() };
+    let c = d.case.as_ref().unwrap();
+    assert_eq!(c.state.as_deref(), Some("KONKURS"));
+    assert_eq!(c.claims_deadline.as_deref(), Some("2026-04-02+02:00"));
+
+    // Claim in P1.
+    assert_eq!(page.records[5].action.section.as_deref(), Some("P1"));
+
+    // § 425 erasure.
+    let Note::Parsed(d) = &page.records[6].detail else { panic!() };
+    assert_eq!(d.struck_out.as_deref(), Some("2026-03-02+01:00"));
+    assert_eq!(d.origin.as_deref(), Some("KSVYCHKP1"));
+    assert_eq!(d.case.as_ref().unwrap().state.as_deref(), Some("ODSKRTNUTA"));
+
+    // Code-list action, schema 1_8.
+    let h = &page.records[7];
+    assert_eq!(h.action.case_number, "INS -1/-1");
+    let Note::Parsed(d) = &h.detail else { panic!() };
+    assert_eq!(d.schema_version.as_deref(), Some("1_8"));
+    let cl = d.code_list.as_ref().unwrap();
+    assert_eq!(cl.id.as_deref(), Some("1081"));
+    assert_eq!(cl.name.as_deref(), Some("Vyhláška o zpeněžení majetku"));
+    assert_eq!(cl.created.as_deref(), Some("2026-03-02+01:00"));
+    assert_eq!(cl.internal, Some(Flag::F));
+}
+
+#[test]
+fn caught_up_page_is_empty() {
+    let page = parse_data_response(&fixture("page-caught-up.xml"), 79500020).unwrap();
+    assert!(page.is_empty());
+}
+
+#[test]
+fn chyba_page_is_refused_with_code_and_text() {
+    match parse_data_response(&fixture("page-chyba.xml"), 1) {
+        Err(SourceError::Refused { code, text }) => {
+            assert_eq!(code.as_deref(), Some("SERVER1"));
+            assert_eq!(text.as_deref(), Some("Překročen denní limit požadavků"));
+        }
+        other => panic!("expected Refused, got {other:?}"),
+    }
+}
+
+#[test]
+fn soap_fault_is_a_fault() {
+    match parse_data_response(&fixture("soap-fault.xml"), 1) {
+        Err(SourceError::Fault { code, text }) => {
+            assert_eq!(code.as_deref(), Some("S:Server"));
+            assert_eq!(text.as_deref(), Some("Internal error"));
+        }
+        other => panic!("expected Fault, got {other:?}"),
+    }
+    assert!(matches!(parse_last_id_response(&fixture("soap-fault.xml")), Err(SourceError::Fault { .. })));
+}
+
+#[test]
+fn last_id_takes_the_maximum() {
+    assert_eq!(parse_last_id_response(&fixture("last-id.xml")).unwrap(), 79512345);
+    let two = String::from_utf8(fixture("last-id.xml"))
+        .unwrap()
+        .replace("<cisloPosledniId>79512345</cisloPosledniId>", "<cisloPosledniId>5</cisloPosledniId><cisloPosledniId>79512399</cisloPosledniId>");
+    assert_eq!(parse_last_id_response(two.as_bytes()).unwrap(), 79512399);
+    // A data answer is not a newest-ID answer.
+    assert!(matches!(parse_last_id_response(&fixture("page-caught-up.xml")), Err(SourceError::Invalid(_))));
+}
+
+#[test]
+fn requests_we_send_match_the_fixtures() {
+    let strip = |b: Vec<u8>| String::from_utf8(b).unwrap().trim().to_string();
+    assert_eq!(isir::source::write::request_after_id(79500000), strip(fixture("request-after-id.xml")));
+    assert_eq!(isir::source::write::request_last_id(), strip(fixture("request-last-id.xml")));
+}
+
+fn error_cases() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/errors");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    v.sort();
+    v
+}
+
+/// Each file's name starts with the class the parser must give it.
+#[test]
+fn every_error_class_by_fixture() {
+    let cases = error_cases();
+    assert!(cases.len() >= 20);
+    for p in cases {
+        let name = p.file_name().unwrap().to_str().unwrap();
+        let class = name.split('-').next().unwrap();
+        let got = parse_data_response(&std::fs::read(&p).unwrap(), 79500000);
+        let ok = match (class, &got) {
+            ("ok", Ok(_)) => true,
+            ("invalid", Err(SourceError::Invalid(_))) => true,
+            ("retryable", Err(SourceError::Retryable(_))) => true,
+            ("refused", Err(SourceError::Refused { .. })) => true,
+            ("fault", Err(SourceError::Fault { .. })) => true,
+            _ => false,
+        };
+        assert!(ok, "{name}: expected {class}, got {got:?}");
+        if let Err(e) = &got {
+            assert!(!e.to_string().is_empty());
+        }
+    }
+}
+
+#[test]
+fn unknown_elements_codes_and_cdata_are_kept() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/errors/ok-prefixes-whitespace-cdata-unknown.xml");
+    let page = parse_data_response(&std::fs::read(p).unwrap(), 79500000).unwrap();
+    assert_eq!(page.len(), 2);
+    let r = &page.records[1];
+    assert_eq!(r.action.type_code, "9999");
+    assert_eq!(r.action.type_name, "");
+    let Note::Parsed(d) = &r.detail else { panic!("{:?}", r.detail) };
+    assert_eq!(d.origin.as_deref(), Some("NEWCOURT"));
+    assert_eq!(d.schema_version.as_deref(), Some("2_0"));
+    assert_eq!(d.case.as_ref().unwrap().state.as_deref(), Some("NOVÝ STAV"));
+}
+
+#[test]
+fn broken_poznamka_keeps_the_raw_text() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/errors/ok-broken-poznamka-kept-raw.xml");
+    let page = parse_data_response(&std::fs::read(p).unwrap(), 79500000).unwrap();
+    let r = &page.records[1];
+    assert_eq!(r.action.note.as_deref(), Some("<udalost><osoba>broken"));
+    assert!(matches!(&r.detail, Note::Unparsed { error } if !error.is_empty()));
+}
+
+#[test]
+fn note_parser_rejects_hostile_documents() {
+    assert!(parse_note("<!DOCTYPE x [<!ENTITY a \"b\">]><udalost>&a;</udalost>").is_err());
+    assert!(parse_note("<other/>").is_err());
+    assert!(parse_note("<udalost><osoba><jmeno>x</jmeno></osoba></udalost>").is_err(), "osoba without idOsoby");
+    let deep = format!("<udalost>{}{}</udalost>", "<x>".repeat(10_000), "</x>".repeat(10_000));
+    assert!(parse_note(&deep).is_ok(), "deep unknown nesting is skipped without recursion");
+    assert!(parse_note("<udalost></udalost><udalost/>").is_err());
+}
+
+#[test]
+fn invalid_utf8_is_invalid_not_a_panic() {
+    let mut b = fixture("page-mixed.xml");
+    let i = b.windows(5).position(|w| w == b"Kladn").unwrap();
+    b[i] = 0xff;
+    let r = parse_data_response(&b, 79500000);
+    assert!(matches!(r, Err(SourceError::Invalid(_))), "{r:?}");
+}
