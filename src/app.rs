@@ -1,0 +1,80 @@
+//! Wiring: builds the store, lease, budget, client and poller from the settings.
+//!
+//! Owns construction only (glue, `anyhow` errors with context). Components get their
+//! resources from here and never read the environment themselves.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::budget::Budget;
+use crate::config::Settings;
+use crate::lease::Lease;
+use crate::poller::{PollOptions, Poller};
+use crate::redis_conn::RedisConn;
+use crate::source::SourceClient;
+use crate::store::Store;
+
+/// The writer's parts.
+pub struct App {
+    pub settings: Settings,
+    pub store: Store,
+    pub lease: Arc<Lease>,
+    pub budget: Arc<Budget>,
+    pub redis: Option<Arc<RedisConn>>,
+}
+
+impl App {
+    /// Connects to the database (migrating it) and, if configured, Redis.
+    pub async fn build(settings: Settings) -> anyhow::Result<App> {
+        let store = Store::connect(&settings.database.url, settings.database.max_connections)
+            .await
+            .with_context(|| format!("connecting to the database (database.url = {})", redact(&settings.database.url)))?;
+        store.migrate().await.context("applying migrations")?;
+        store
+            .init_setting("phase", &settings.phase.initial)
+            .await
+            .context("initialising the phase")?;
+        let ttl = Duration::from_secs(settings.lease.ttl_secs);
+        let (lease, budget, redis) = match &settings.redis.url {
+            Some(url) => {
+                let conn = Arc::new(RedisConn::new(url).with_context(|| format!("redis.url = {}", redact(url)))?);
+                (
+                    Lease::redis(conn.clone(), &settings.lease.key, &settings.lease.epoch_key, store.clone(), ttl),
+                    Budget::redis(conn.clone(), &settings.budget.key_prefix, settings.budget.daily, settings.budget.per_minute),
+                    Some(conn),
+                )
+            }
+            None => (
+                Lease::database(&settings.lease.key, store.clone(), ttl),
+                Budget::database(store.clone(), settings.budget.daily, settings.budget.per_minute),
+                None,
+            ),
+        };
+        Ok(App { settings, store, lease: Arc::new(lease), budget: Arc::new(budget), redis })
+    }
+
+    /// The source client behind the budget.
+    pub fn client(&self) -> anyhow::Result<SourceClient> {
+        SourceClient::new(self.settings.client_options(), self.budget.clone())
+    }
+
+    pub fn poller(&self) -> anyhow::Result<Poller> {
+        Ok(Poller::new(self.client()?, self.store.clone(), self.lease.clone(), PollOptions::from_settings(&self.settings)))
+    }
+}
+
+/// A URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,379 @@
+//! The command line: parses arguments and calls into the library.
+//!
+//! Owns argument shapes, process exit codes, logging set-up and signal handling. It holds
+//! no logic of its own beyond glue: each command builds what it needs through `app`.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio::sync::watch;
+
+use crate::app::App;
+use crate::config::Settings;
+use crate::poller::TickOutcome;
+use crate::sim::{FaultPlan, SimOptions, Simulator};
+
+#[derive(Parser, Debug)]
+#[command(name = "isir", version, about = "A replica of the Czech insolvency register (ISIR)")]
+pub struct Cli {
+    /// Configuration file (default: ./isir.toml when present).
+    #[arg(long, global = true, env = "ISIR_CONFIG")]
+    pub config: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the daemon: a tick every poll.period_secs, until SIGINT or SIGTERM.
+    Run,
+    /// Run the daemon against a built-in simulator, in ./isir-demo.db, offline.
+    Demo {
+        /// Actions the simulated register holds at start.
+        #[arg(long, default_value_t = 20_000)]
+        actions: usize,
+        /// Seconds between ticks.
+        #[arg(long, default_value_t = 5)]
+        period: u64,
+        /// New actions a second in the simulated register.
+        #[arg(long, default_value_t = 2.0)]
+        live_rate: f64,
+        /// Database of the demo.
+        #[arg(long, default_value = "sqlite://isir-demo.db")]
+        database: String,
+    },
+    /// Run one tick and exit: 0 progressed or caught up, 2 lease held elsewhere,
+    /// 3 budget spent, 4 source error, 5 store or lease error, 6 ingestion disabled.
+    Poll {
+        #[arg(long, required = true)]
+        once: bool,
+    },
+    /// Apply the database migrations.
+    Migrate,
+    /// Show the replica's state: checkpoint, lease, budget, last tick, head and lag.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print what the source returns after an ID (spends budget).
+    Fetch {
+        #[arg(long, allow_hyphen_values = true)]
+        after: i64,
+        #[arg(long, default_value_t = 1)]
+        pages: u32,
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Run the ISIR simulator on loopback.
+    Sim(SimArgs),
+    /// The lease: show it, or release it by force.
+    Lease {
+        #[command(subcommand)]
+        cmd: LeaseCmd,
+    },
+    /// The checkpoint (last stored action ID).
+    Checkpoint {
+        #[command(subcommand)]
+        cmd: CheckpointCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LeaseCmd {
+    Show,
+    /// Remove the lease whoever holds it. The holder is fenced by the next grant's epoch.
+    Release {
+        #[arg(long, required = true)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CheckpointCmd {
+    Get,
+    /// Set the checkpoint. Takes the lease first (so no daemon may be writing).
+    Set {
+        #[arg(allow_hyphen_values = true)]
+        id: i64,
+        #[arg(long, required = true)]
+        force: bool,
+        /// Why, for the log.
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub enum Format {
+    Ndjson,
+    Table,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct SimArgs {
+    #[arg(long, default_value_t = 8090)]
+    pub port: u16,
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: String,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 10_000)]
+    pub actions: usize,
+    #[arg(long, default_value_t = 1246)]
+    pub start_id: i64,
+    #[arg(long, default_value_t = 1000)]
+    pub page: usize,
+    #[arg(long, default_value_t = 0.0)]
+    pub live_rate: f64,
+    /// Requests a day before CHYBA (0: unlimited).
+    #[arg(long, default_value_t = 3000)]
+    pub daily_limit: u64,
+    /// Requests a minute before CHYBA (0: unlimited).
+    #[arg(long, default_value_t = 50)]
+    pub per_minute_limit: u64,
+    /// Faults: `500@3,truncate@5,fault@7,chyba@9,garbage@11,slow@13,reset@15`, `rate=0.1`,
+    /// `kinds=500+reset`, `seed=7`.
+    #[arg(long, default_value = "")]
+    pub faults: String,
+    /// How late a `slow` fault answers, in ms.
+    #[arg(long, default_value_t = 5000)]
+    pub slow_ms: u64,
+}
+
+impl SimArgs {
+    pub fn options(&self) -> anyhow::Result<SimOptions> {
+        Ok(SimOptions {
+            seed: self.seed,
+            actions: self.actions,
+            start_id: self.start_id,
+            page: self.page.max(1),
+            live_rate: self.live_rate,
+            daily_limit: (self.daily_limit > 0).then_some(self.daily_limit),
+            per_minute_limit: (self.per_minute_limit > 0).then_some(self.per_minute_limit),
+            faults: FaultPlan::parse(&self.faults).map_err(|e| anyhow::anyhow!("--faults: {e}"))?,
+            slow: Duration::from_millis(self.slow_ms),
+        })
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ISIR_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// A channel that turns true on SIGINT or SIGTERM.
+pub fn shutdown_signal() -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let ctrl_c = tokio::signal::ctrl_c();
+        #[cfg(unix)]
+        {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = ctrl_c.await;
+        tracing::info!("shutdown requested; finishing the current page");
+        let _ = tx.send(true);
+    });
+    rx
+}
+
+/// Entry point of the binary; returns the process exit code.
+pub async fn main(cli: Cli) -> anyhow::Result<i32> {
+    init_tracing();
+    match cli.command {
+        Command::Sim(args) => {
+            let opts = args.options()?;
+            let listener = tokio::net::TcpListener::bind((args.bind.as_str(), args.port))
+                .await
+                .with_context(|| format!("binding {}:{}", args.bind, args.port))?;
+            let addr = listener.local_addr()?;
+            let sim = Simulator::new(opts);
+            tracing::info!(url = %format!("http://{addr}{}", crate::sim::SERVICE_PATH), head = ?sim.head_id(), "simulator listening");
+            let mut rx = shutdown_signal();
+            sim.serve(listener, async move {
+                let _ = rx.wait_for(|v| *v).await;
+            })
+            .await?;
+            Ok(0)
+        }
+        Command::Demo { actions, period, live_rate, database } => demo(cli.config, actions, period, live_rate, database).await,
+        command => {
+            let settings = Settings::load(cli.config.as_deref())?;
+            let app = App::build(settings).await?;
+            let code = match command {
+                Command::Run => {
+                    run_daemon(&app, shutdown_signal()).await?;
+                    0
+                }
+                Command::Poll { .. } => {
+                    let mut p = app.poller()?;
+                    let t = p.poll_once().await;
+                    println!("{}", serde_json::to_string(&t)?);
+                    t.outcome.exit_code()
+                }
+                Command::Migrate => {
+                    println!("migrations applied ({})", app.store.backend());
+                    0
+                }
+                Command::Status { json } => {
+                    let s = crate::status::collect(&app).await?;
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(&s)?);
+                    } else {
+                        print!("{}", s.render_text());
+                    }
+                    0
+                }
+                Command::Fetch { after, pages, format } => fetch(&app, after, pages, format).await?,
+                Command::Lease { cmd } => {
+                    match cmd {
+                        LeaseCmd::Show => println!("{}", serde_json::to_string_pretty(&app.lease.show().await?)?),
+                        LeaseCmd::Release { .. } => {
+                            let gone = app.lease.force_release().await?;
+                            tracing::warn!(released = gone, by = %crate::lease::holder_identity(), "lease released by force");
+                            println!("{}", if gone { "lease released" } else { "no lease was held" });
+                        }
+                    }
+                    0
+                }
+                Command::Checkpoint { cmd } => checkpoint(&app, cmd).await?,
+                Command::Sim(_) | Command::Demo { .. } => unreachable!(),
+            };
+            app.store.close().await;
+            Ok(code)
+        }
+    }
+}
+
+async fn checkpoint(app: &App, cmd: CheckpointCmd) -> anyhow::Result<i32> {
+    match cmd {
+        CheckpointCmd::Get => {
+            let s = app.store.writer_state().await?;
+            println!("{}", s.checkpoint.map(|c| c.to_string()).unwrap_or_else(|| "none".into()));
+            Ok(0)
+        }
+        CheckpointCmd::Set { id, reason, .. } => {
+            let grant = match app.lease.acquire().await? {
+                crate::lease::Acquire::Granted(g) => g,
+                crate::lease::Acquire::HeldBy { holder, expires_at } => {
+                    eprintln!(
+                        "refused: the lease is held by {holder} until {}; stop the daemon first",
+                        expires_at.map(crate::poller::fmt_ms).unwrap_or_else(|| "unknown".into())
+                    );
+                    return Ok(2);
+                }
+            };
+            let before = app.store.checkpoint().await?;
+            app.store.set_checkpoint(grant.epoch, Some(id)).await?;
+            app.lease.release(grant.epoch).await?;
+            tracing::warn!(?before, after = id, by = %app.lease.holder(), %reason, "checkpoint set by hand");
+            println!("checkpoint {} -> {id}", before.map(|c| c.to_string()).unwrap_or_else(|| "none".into()));
+            Ok(0)
+        }
+    }
+}
+
+async fn fetch(app: &App, after: i64, pages: u32, format: Format) -> anyhow::Result<i32> {
+    let client = app.client()?;
+    let mut after = after;
+    for _ in 0..pages.max(1) {
+        let page = client.fetch_after(after).await.with_context(|| format!("fetching after {after}"))?;
+        for r in &page.records {
+            match format {
+                Format::Ndjson => println!("{}", serde_json::to_string(r)?),
+                Format::Table => {
+                    let a = &r.action;
+                    println!(
+                        "{:>10}  {:<16} {:>5} {:<4} {:>3}  {}  {}",
+                        a.id,
+                        a.case_number,
+                        a.type_code,
+                        a.section.as_deref().unwrap_or("-"),
+                        a.number_in_section.map(|n| n.to_string()).unwrap_or_else(|| "-".into()),
+                        a.published,
+                        a.type_name
+                    );
+                }
+            }
+        }
+        match page.last_id() {
+            Some(l) => after = l,
+            None => {
+                eprintln!("(no actions after {after}: caught up)");
+                break;
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// The daemon loop: a tick, then wait `poll.period_secs` or until shutdown.
+pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    let mut poller = app.poller()?;
+    let period = Duration::from_secs(app.settings.poll.period_secs);
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} backfill {pos}/{len} IDs {wide_bar} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    tracing::info!(source = %app.settings.source.url, database = %crate::app::redact(&app.settings.database.url),
+        redis = app.redis.is_some(), holder = app.lease.holder(), "daemon started");
+    loop {
+        let tick = poller.poll_once_until(&shutdown).await;
+        if let (Some(b), Some(head), Some(cp)) = (&bar, tick.head, tick.checkpoint) {
+            let start = app.settings.poll.start_id.max(0) as u64;
+            b.set_length((head as u64).saturating_sub(start));
+            b.set_position((cp as u64).saturating_sub(start));
+            b.set_message(crate::status::eta_text(&app.settings, cp, head));
+        }
+        if *shutdown.borrow() || matches!(tick.outcome, TickOutcome::Interrupted) {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = shutdown.wait_for(|v| *v) => break,
+        }
+    }
+    poller.release().await;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    tracing::info!("daemon stopped");
+    Ok(())
+}
+
+async fn demo(config: Option<PathBuf>, actions: usize, period: u64, live_rate: f64, database: String) -> anyhow::Result<i32> {
+    let opts = SimOptions { actions, live_rate, daily_limit: None, per_minute_limit: None, ..SimOptions::default() };
+    let (sim, url, guard) = crate::sim::spawn(opts).await?;
+    let mut settings = Settings::load(config.as_deref())?;
+    settings.source.url = url.clone();
+    settings.database.url = database;
+    settings.redis.url = None;
+    settings.poll.period_secs = period;
+    settings.poll.head_check_secs = 60;
+    settings.validate()?;
+    let app = App::build(settings).await?;
+    println!("isir demo: a simulated register of {actions} actions (+{live_rate}/s) at {url}");
+    println!("  replicating into {} every {period} s; Ctrl-C to stop.", crate::app::redact(&app.settings.database.url));
+    println!("  watch the log lines 'tick', or in another shell:");
+    println!("    ISIR_DATABASE__URL={} isir status", app.settings.database.url);
+    println!("  the simulator's own count: {}", url.replace(crate::sim::SERVICE_PATH, "/_sim/stats"));
+    let _ = sim.head_id();
+    run_daemon(&app, shutdown_signal()).await?;
+    app.store.close().await;
+    guard.stop().await;
+    Ok(0)
+}

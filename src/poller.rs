@@ -1,0 +1,383 @@
+//! The single writer's tick: take or renew the lease, learn the source head when due,
+//! fetch at most N pages after the checkpoint, store each with the checkpoint in one
+//! transaction.
+//!
+//! Owns the order of a tick and its failure policy. The poller is the only code that
+//! writes the replica. It never waits for the lease, never sends a request the budget did
+//! not grant, never moves the checkpoint past data that was not stored, and never sends
+//! another request after a store failure.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::{watch, Notify};
+
+use crate::lease::{Acquire, Grant, Lease};
+use crate::phase::Phase;
+use crate::source::{GateError, Page, SourceClient, SourceError};
+use crate::store::{now_ms, Store, StoreError, TickRecord};
+
+#[derive(Debug, Clone)]
+pub struct PollOptions {
+    pub max_batches_per_tick: u32,
+    pub head_check: Duration,
+    pub start_id: i64,
+    pub page_size: u32,
+    pub max_retries: u32,
+    pub retry_backoff: Duration,
+}
+
+impl PollOptions {
+    pub fn from_settings(s: &crate::config::Settings) -> Self {
+        Self {
+            max_batches_per_tick: s.poll.max_batches_per_tick,
+            head_check: Duration::from_secs(s.poll.head_check_secs),
+            start_id: s.poll.start_id,
+            page_size: s.poll.page_size,
+            max_retries: s.source.max_retries,
+            retry_backoff: Duration::from_millis(s.source.retry_backoff_ms),
+        }
+    }
+}
+
+/// How a tick ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TickOutcome {
+    /// The replica reached the source's end (an empty page, or a short page at the head).
+    CaughtUp,
+    /// `max_batches_per_tick` pages were stored; more remain.
+    BatchLimit,
+    /// The daily budget is spent; it resets at `resets_at`.
+    BudgetSpent { resets_at: String },
+    /// Another process holds the lease.
+    LeaseNotHeld { holder: String, until: Option<i64> },
+    /// The lease was lost during the tick (renewal failed, or the store fenced us).
+    LeaseLost { reason: String },
+    /// The source failed; the checkpoint is untouched past the last stored page.
+    SourceError { class: String, after: i64, error: String },
+    /// The store (or the lease or budget backend) failed; no further request was sent.
+    StoreError { error: String },
+    /// The phase does not include ingestion.
+    Disabled { phase: String },
+    /// Shutdown was requested between pages.
+    Interrupted,
+}
+
+impl TickOutcome {
+    pub fn name(&self) -> &'static str {
+        match self {
+            TickOutcome::CaughtUp => "caught_up",
+            TickOutcome::BatchLimit => "batch_limit",
+            TickOutcome::BudgetSpent { .. } => "budget_spent",
+            TickOutcome::LeaseNotHeld { .. } => "lease_not_held",
+            TickOutcome::LeaseLost { .. } => "lease_lost",
+            TickOutcome::SourceError { .. } => "source_error",
+            TickOutcome::StoreError { .. } => "store_error",
+            TickOutcome::Disabled { .. } => "disabled",
+            TickOutcome::Interrupted => "interrupted",
+        }
+    }
+
+    /// Exit status of `isir poll --once`: 0 progressed or caught up, 2 lease not held,
+    /// 3 budget spent, 4 source error, 5 store or lease error, 6 disabled.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            TickOutcome::CaughtUp | TickOutcome::BatchLimit | TickOutcome::Interrupted => 0,
+            TickOutcome::LeaseNotHeld { .. } => 2,
+            TickOutcome::BudgetSpent { .. } => 3,
+            TickOutcome::SourceError { .. } => 4,
+            TickOutcome::StoreError { .. } | TickOutcome::LeaseLost { .. } => 5,
+            TickOutcome::Disabled { .. } => 6,
+        }
+    }
+}
+
+/// One tick's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tick {
+    pub outcome: TickOutcome,
+    pub pages: u32,
+    pub actions: u64,
+    /// Requests sent (granted by the budget).
+    pub requests: u32,
+    pub checkpoint: Option<i64>,
+    pub head: Option<i64>,
+}
+
+pub struct Poller {
+    client: SourceClient,
+    store: Store,
+    lease: Arc<Lease>,
+    opts: PollOptions,
+    held: Option<Grant>,
+    /// Woken after every stored page (projection builders listen).
+    stored: Arc<Notify>,
+}
+
+/// Renews the lease every third of its TTL while a tick runs; flags a failed renewal.
+struct Keeper {
+    lost: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Keeper {
+    fn start(lease: Arc<Lease>, epoch: i64) -> Self {
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        let period = lease.ttl() / 3;
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                match lease.renew(epoch).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(epoch, "lease renewal refused: the lease is no longer ours");
+                        flag.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(epoch, error = %e, "lease renewal failed");
+                        flag.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                }
+            }
+        });
+        Self { lost, task }
+    }
+    fn lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Poller {
+    pub fn new(client: SourceClient, store: Store, lease: Arc<Lease>, opts: PollOptions) -> Self {
+        Self { client, store, lease, opts, held: None, stored: Arc::new(Notify::new()) }
+    }
+
+    /// Notified after each stored page.
+    pub fn stored_signal(&self) -> Arc<Notify> {
+        self.stored.clone()
+    }
+
+    pub fn lease(&self) -> &Arc<Lease> {
+        &self.lease
+    }
+
+    /// Releases the lease if held (on shutdown).
+    pub async fn release(&mut self) {
+        if let Some(g) = self.held.take() {
+            match self.lease.release(g.epoch).await {
+                Ok(true) => tracing::info!(epoch = g.epoch, "lease released"),
+                Ok(false) => tracing::info!(epoch = g.epoch, "lease already gone at release"),
+                Err(e) => tracing::warn!(error = %e, "lease release failed; it expires by itself"),
+            }
+        }
+    }
+
+    /// Runs one tick without a shutdown signal.
+    pub async fn poll_once(&mut self) -> Tick {
+        let (_tx, rx) = watch::channel(false);
+        self.poll_once_until(&rx).await
+    }
+
+    /// Runs one tick; stops between pages when `shutdown` turns true.
+    pub async fn poll_once_until(&mut self, shutdown: &watch::Receiver<bool>) -> Tick {
+        let mut t = Tick { outcome: TickOutcome::CaughtUp, pages: 0, actions: 0, requests: 0, checkpoint: None, head: None };
+        t.outcome = self.tick(&mut t, shutdown).await;
+        self.log(&t);
+        let rec = TickRecord {
+            at: now_ms(),
+            outcome: t.outcome.name().into(),
+            pages: t.pages as i64,
+            actions: t.actions as i64,
+            requests: t.requests as i64,
+            checkpoint: t.checkpoint,
+            detail: match &t.outcome {
+                TickOutcome::SourceError { error, .. } | TickOutcome::StoreError { error } => Some(error.clone()),
+                TickOutcome::LeaseLost { reason } => Some(reason.clone()),
+                TickOutcome::BudgetSpent { resets_at } => Some(format!("resets at {resets_at}")),
+                TickOutcome::LeaseNotHeld { holder, .. } => Some(format!("held by {holder}")),
+                _ => None,
+            },
+        };
+        if !matches!(t.outcome, TickOutcome::StoreError { .. }) {
+            if let Err(e) = self.store.record_tick(&rec).await {
+                tracing::warn!(error = %e, "could not record the tick outcome");
+            }
+        }
+        t
+    }
+
+    fn log(&self, t: &Tick) {
+        let o = &t.outcome;
+        match o {
+            TickOutcome::CaughtUp | TickOutcome::BatchLimit | TickOutcome::Interrupted => tracing::info!(
+                outcome = o.name(), pages = t.pages, actions = t.actions, requests = t.requests,
+                checkpoint = ?t.checkpoint, head = ?t.head, "tick"
+            ),
+            TickOutcome::LeaseNotHeld { holder, until } => {
+                tracing::info!(outcome = o.name(), %holder, until = ?until.map(fmt_ms), "tick skipped: lease held elsewhere")
+            }
+            TickOutcome::Disabled { phase } => tracing::debug!(outcome = o.name(), %phase, "tick skipped: ingestion disabled"),
+            other => tracing::warn!(
+                outcome = other.name(), detail = ?other, pages = t.pages, actions = t.actions,
+                requests = t.requests, checkpoint = ?t.checkpoint, "tick stopped"
+            ),
+        }
+    }
+
+    async fn tick(&mut self, t: &mut Tick, shutdown: &watch::Receiver<bool>) -> TickOutcome {
+        // The phase.
+        match self.store.setting("phase").await {
+            Ok(Some(p)) if Phase::parse(&p).is_some_and(|p| !p.ingests()) => return TickOutcome::Disabled { phase: p },
+            Ok(_) => {}
+            Err(e) => return TickOutcome::StoreError { error: e.to_string() },
+        }
+        // The lease: take or renew, never wait.
+        let grant = match self.lease.acquire().await {
+            Ok(Acquire::Granted(g)) => g,
+            Ok(Acquire::HeldBy { holder, expires_at }) => {
+                self.held = None;
+                return TickOutcome::LeaseNotHeld { holder, until: expires_at };
+            }
+            Err(e) => return TickOutcome::StoreError { error: format!("lease: {e}") },
+        };
+        if self.held.map(|g| g.epoch) != Some(grant.epoch) {
+            tracing::info!(epoch = grant.epoch, holder = self.lease.holder(), "lease granted");
+        }
+        self.held = Some(grant);
+        let keeper = Keeper::start(self.lease.clone(), grant.epoch);
+
+        let state = match self.store.writer_state().await {
+            Ok(s) => s,
+            Err(e) => return TickOutcome::StoreError { error: e.to_string() },
+        };
+        let mut checkpoint = state.checkpoint;
+        t.checkpoint = checkpoint;
+        let mut head = state.head_id;
+
+        // The newest ID, at most once per head_check (the time is stored).
+        let due = state.head_checked_at.is_none_or(|at| now_ms() - at >= self.opts.head_check.as_millis() as i64);
+        if due {
+            match self.client.last_id().await {
+                Ok(h) => {
+                    t.requests += 1;
+                    head = Some(h);
+                    if let Err(e) = self.store.record_head(h, now_ms()).await {
+                        return TickOutcome::StoreError { error: e.to_string() };
+                    }
+                }
+                Err(SourceError::NotGranted(g)) => return gate_outcome(g),
+                Err(e) => {
+                    // The head is only for lag figures: go on without it.
+                    t.requests += 1;
+                    tracing::warn!(error = %e, "newest-ID check failed");
+                }
+            }
+        }
+        t.head = head;
+
+        for _ in 0..self.opts.max_batches_per_tick {
+            if *shutdown.borrow() {
+                return TickOutcome::Interrupted;
+            }
+            if keeper.lost() {
+                self.held = None;
+                return TickOutcome::LeaseLost { reason: "lease renewal failed".into() };
+            }
+            let after = checkpoint.unwrap_or(self.opts.start_id);
+            let page = match self.fetch(after, t, &keeper, shutdown).await {
+                Ok(p) => p,
+                Err(o) => return o,
+            };
+            if page.is_empty() {
+                return TickOutcome::CaughtUp;
+            }
+            // The store checks the epoch and the checkpoint in the same transaction.
+            match self.store.write_page(grant.epoch, checkpoint, &page).await {
+                Ok(_) => {}
+                Err(StoreError::Fenced { mine, current }) => {
+                    self.held = None;
+                    return TickOutcome::LeaseLost { reason: format!("fenced: epoch {mine} < {current}") };
+                }
+                Err(e) => return TickOutcome::StoreError { error: e.to_string() },
+            }
+            checkpoint = page.last_id();
+            t.checkpoint = checkpoint;
+            t.pages += 1;
+            t.actions += page.len() as u64;
+            self.stored.notify_waiters();
+            let last = checkpoint.unwrap_or(after);
+            // At or past the known head: done for now. A short page below the head is not
+            // the end (page sizes mid-stream are not guaranteed).
+            // Without a known head only an empty page is a sure end.
+            if head.is_some_and(|h| last >= h) {
+                return TickOutcome::CaughtUp;
+            }
+        }
+        TickOutcome::BatchLimit
+    }
+
+    /// One page, with retries of retryable failures (each retry is a request).
+    async fn fetch(
+        &self,
+        after: i64,
+        t: &mut Tick,
+        keeper: &Keeper,
+        shutdown: &watch::Receiver<bool>,
+    ) -> Result<Page, TickOutcome> {
+        let mut backoff = self.opts.retry_backoff;
+        let mut attempt = 0;
+        loop {
+            match self.client.fetch_after(after).await {
+                Ok(p) => {
+                    t.requests += 1;
+                    return Ok(p);
+                }
+                Err(SourceError::NotGranted(g)) => return Err(gate_outcome(g)),
+                Err(e) if e.is_retryable() && attempt < self.opts.max_retries => {
+                    t.requests += 1;
+                    attempt += 1;
+                    tracing::warn!(after, attempt, error = %e, "retryable source failure; retrying");
+                    let mut sd = shutdown.clone();
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = sd.wait_for(|v| *v) => return Err(TickOutcome::Interrupted),
+                    }
+                    backoff *= 2;
+                    if keeper.lost() {
+                        return Err(TickOutcome::LeaseLost { reason: "lease renewal failed".into() });
+                    }
+                }
+                Err(e) => {
+                    t.requests += 1;
+                    return Err(TickOutcome::SourceError { class: e.class().into(), after, error: e.to_string() });
+                }
+            }
+        }
+    }
+}
+
+fn gate_outcome(g: GateError) -> TickOutcome {
+    match g {
+        GateError::BudgetExhausted { resets_at, .. } => TickOutcome::BudgetSpent { resets_at },
+        GateError::RateLimited { retry_after } => {
+            TickOutcome::BudgetSpent { resets_at: format!("per-minute limit; retry in {retry_after:?}") }
+        }
+        GateError::Unavailable(e) => TickOutcome::StoreError { error: format!("budget: {e}") },
+    }
+}
+
+pub fn fmt_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.to_rfc3339()).unwrap_or_else(|| ms.to_string())
+}

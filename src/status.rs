@@ -1,0 +1,163 @@
+//! What an operator sees: the replica's checkpoint and size, the lease, today's budget,
+//! the last ticks, the source head and the lag, and the backfill ETA.
+//!
+//! Owns the gathering and rendering of status; reads only, never writes.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::app::App;
+use crate::budget::BudgetUsage;
+use crate::config::Settings;
+use crate::lease::LeaseInfo;
+use crate::poller::fmt_ms;
+use crate::store::{TickRecord, WriterState};
+
+#[derive(Debug, Serialize)]
+pub struct Status {
+    pub backend: &'static str,
+    pub phase: Option<String>,
+    pub checkpoint: Option<i64>,
+    pub stored_actions: i64,
+    pub epoch: i64,
+    pub lease: Result<LeaseInfo, String>,
+    pub budget: Result<BudgetUsage, String>,
+    pub head_id: Option<i64>,
+    pub head_checked_at: Option<String>,
+    pub lag_ids: Option<i64>,
+    pub lag_seconds: Option<i64>,
+    pub backfill_eta: Option<String>,
+    pub last_tick: Option<TickRecord>,
+    pub recent_ticks: Vec<TickRecord>,
+}
+
+/// A rough ETA from the budget: pages left at 1000 IDs... per request, limited by both
+/// the batches a tick and the daily budget.
+pub fn eta_text(s: &Settings, checkpoint: i64, head: i64) -> String {
+    match eta_seconds(s, checkpoint, head) {
+        0 => "caught up".into(),
+        secs => format!("ETA {}", human(secs)),
+    }
+}
+
+pub fn eta_seconds(s: &Settings, checkpoint: i64, head: i64) -> i64 {
+    let left = (head - checkpoint).max(0);
+    if left == 0 {
+        return 0;
+    }
+    // IDs have gaps: a page of 1000 actions spans about 1500 IDs.
+    let pages = (left as f64 / (s.poll.page_size as f64 * 1.5)).ceil();
+    let by_ticks = (pages / s.poll.max_batches_per_tick as f64).ceil() * s.poll.period_secs as f64;
+    let by_budget = pages / s.budget.daily as f64 * 86_400.0;
+    by_ticks.max(by_budget) as i64
+}
+
+pub fn human(secs: i64) -> String {
+    let (d, h, m) = (secs / 86_400, secs % 86_400 / 3600, secs % 3600 / 60);
+    if d > 0 {
+        format!("{d}d {h}h")
+    } else if h > 0 {
+        format!("{h}h {m}m")
+    } else {
+        format!("{m}m {}s", secs % 60)
+    }
+}
+
+pub async fn collect(app: &App) -> anyhow::Result<Status> {
+    let st: WriterState = app.store.writer_state().await?;
+    let stored = app.store.count_actions().await?;
+    let ticks = app.store.recent_ticks(10).await?;
+    let lag_ids = match (st.head_id, st.checkpoint) {
+        (Some(h), Some(c)) => Some((h - c).max(0)),
+        (Some(h), None) => Some(h - app.settings.poll.start_id.max(0)),
+        _ => None,
+    };
+    let lag_seconds = match (lag_ids, st.checkpoint) {
+        (Some(0), _) => Some(0),
+        (Some(_), Some(c)) => app
+            .store
+            .actions_after(c - 1, 1)
+            .await?
+            .first()
+            .and_then(|a| chrono::DateTime::parse_from_rfc3339(&a.published).ok())
+            .map(|p| (chrono::Utc::now().timestamp() - p.timestamp()).max(0)),
+        _ => None,
+    };
+    Ok(Status {
+        backend: app.store.backend(),
+        phase: app.store.setting("phase").await?,
+        checkpoint: st.checkpoint,
+        stored_actions: stored,
+        epoch: st.epoch,
+        lease: app.lease.show().await.map_err(|e| e.to_string()),
+        budget: app.budget.usage().await.map_err(|e| e.to_string()),
+        head_id: st.head_id,
+        head_checked_at: st.head_checked_at.map(fmt_ms),
+        lag_ids,
+        lag_seconds,
+        backfill_eta: st
+            .head_id
+            .map(|h| eta_text(&app.settings, st.checkpoint.unwrap_or(app.settings.poll.start_id), h)),
+        last_tick: ticks.first().cloned(),
+        recent_ticks: ticks,
+    })
+}
+
+impl Status {
+    pub fn render_text(&self) -> String {
+        let mut o = String::new();
+        let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+        let _ = writeln!(o, "backend      {}", self.backend);
+        let _ = writeln!(o, "phase        {}", self.phase.as_deref().unwrap_or("-"));
+        let _ = writeln!(o, "checkpoint   {}", opt(self.checkpoint));
+        let _ = writeln!(o, "stored       {} actions", self.stored_actions);
+        let _ = writeln!(o, "epoch        {}", self.epoch);
+        match &self.lease {
+            Ok(l) => {
+                let _ = writeln!(
+                    o,
+                    "lease        {} ({}), epoch {}, until {}",
+                    l.holder.as_deref().unwrap_or("free"),
+                    l.backend,
+                    opt(l.epoch),
+                    l.expires_at.map(fmt_ms).unwrap_or_else(|| "-".into())
+                );
+            }
+            Err(e) => {
+                let _ = writeln!(o, "lease        unavailable: {e}");
+            }
+        }
+        match &self.budget {
+            Ok(b) => {
+                let _ = writeln!(o, "budget       {}/{} used on {}, {} left, resets {}", b.used, b.limit, b.day, b.left, b.resets_at);
+            }
+            Err(e) => {
+                let _ = writeln!(o, "budget       unavailable: {e}");
+            }
+        }
+        let _ = writeln!(o, "source head  {} (checked {})", opt(self.head_id), self.head_checked_at.as_deref().unwrap_or("never"));
+        let _ = writeln!(
+            o,
+            "lag          {} IDs, {}",
+            opt(self.lag_ids),
+            self.lag_seconds.map(human).unwrap_or_else(|| "-".into())
+        );
+        if let Some(e) = &self.backfill_eta {
+            let _ = writeln!(o, "backfill     {e}");
+        }
+        if let Some(t) = &self.last_tick {
+            let _ = writeln!(
+                o,
+                "last tick    {} at {}: {} pages, {} actions, {} requests{}",
+                t.outcome,
+                fmt_ms(t.at),
+                t.pages,
+                t.actions,
+                t.requests,
+                t.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+            );
+        }
+        o
+    }
+}

@@ -1,0 +1,519 @@
+//! The two back ends behind one type. Every statement is written once and runs on both
+//! pools (sqlx accepts `$N` placeholders on SQLite too); transactions take the write lock
+//! up front (`BEGIN IMMEDIATE` on SQLite, `FOR UPDATE` on PostgreSQL).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgPoolOptions, Postgres};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{PgPool, QueryBuilder, Row, Sqlite, SqlitePool};
+
+use super::*;
+use crate::source::model::{Action, Page};
+
+/// The replica store on one of the two back ends. Cheap to clone.
+#[derive(Clone, Debug)]
+pub enum Store {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs the same body on whichever pool this is.
+macro_rules! both {
+    ($self:expr, |$pool:ident| $body:expr) => {
+        match $self {
+            Store::Sqlite($pool) => $body,
+            Store::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Runs `body` in a write transaction: `$tx` is the transaction, `$lock` the suffix that
+/// locks selected rows, `Db` the database type. The body commits.
+macro_rules! write_tx {
+    ($self:expr, |$tx:ident, $lock:ident| $body:block) => {
+        match $self {
+            Store::Sqlite(pool) => {
+                #[allow(dead_code)]
+                type Db = Sqlite;
+                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let $lock = "";
+                $body
+            }
+            Store::Postgres(pool) => {
+                #[allow(dead_code)]
+                type Db = Postgres;
+                let mut $tx = pool.begin().await?;
+                let $lock = " FOR UPDATE";
+                $body
+            }
+        }
+    };
+}
+
+const ACTION_COLUMNS: &str =
+    "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
+
+/// Rows a multi-row INSERT carries (10-12 parameters each).
+const INSERT_CHUNK: usize = 500;
+
+impl Store {
+    /// Connects to `url` (`sqlite://PATH` or `postgres://...`). SQLite files are created
+    /// if missing and run in WAL mode.
+    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Store> {
+        if url.starts_with("sqlite:") {
+            let opts = SqliteConnectOptions::from_str(url)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(30))
+                .foreign_keys(true);
+            let pool = SqlitePoolOptions::new().max_connections(max_connections).connect_with(opts).await?;
+            Ok(Store::Sqlite(pool))
+        } else {
+            let pool = PgPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(url)
+                .await?;
+            Ok(Store::Postgres(pool))
+        }
+    }
+
+    /// Applies the migrations of this back end.
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        match self {
+            Store::Sqlite(p) => sqlx::migrate!("migrations/sqlite").run(p).await?,
+            Store::Postgres(p) => sqlx::migrate!("migrations/postgres").run(p).await?,
+        }
+        Ok(())
+    }
+
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Store::Sqlite(_) => "sqlite",
+            Store::Postgres(_) => "postgres",
+        }
+    }
+
+    pub async fn close(&self) {
+        both!(self, |p| p.close().await)
+    }
+
+    // -----------------------------------------------------------------------------------
+    // The replica and the checkpoint
+
+    pub async fn writer_state(&self) -> Result<WriterState, StoreError> {
+        let sql = "SELECT checkpoint, epoch, updated_at, head_id, head_checked_at, last_tick_outcome, last_tick_at \
+                   FROM writer_state WHERE singleton = 1";
+        let row = both!(self, |p| {
+            let r = sqlx::query(sql).fetch_one(p).await?;
+            WriterState {
+                checkpoint: r.try_get(0)?,
+                epoch: r.try_get(1)?,
+                updated_at: r.try_get(2)?,
+                head_id: r.try_get(3)?,
+                head_checked_at: r.try_get(4)?,
+                last_tick_outcome: r.try_get(5)?,
+                last_tick_at: r.try_get(6)?,
+            }
+        });
+        Ok(row)
+    }
+
+    pub async fn checkpoint(&self) -> Result<Option<i64>, StoreError> {
+        Ok(self.writer_state().await?.checkpoint)
+    }
+
+    /// Stores `page` and moves the checkpoint to its last ID in one transaction, if the
+    /// store's checkpoint is `expected` and `epoch` is not below the store's. Idempotent
+    /// by ID. An empty page changes nothing. Returns the number of rows inserted.
+    pub async fn write_page(&self, epoch: i64, expected: Option<i64>, page: &Page) -> Result<u64, StoreError> {
+        let actions: Vec<&Action> = page.actions().collect();
+        self.write_actions(epoch, expected, page.after, &actions).await
+    }
+
+    /// As [`Store::write_page`], for actions given directly (snapshot restore).
+    pub async fn write_actions(
+        &self,
+        epoch: i64,
+        expected: Option<i64>,
+        after: i64,
+        actions: &[&Action],
+    ) -> Result<u64, StoreError> {
+        let now = now_ms();
+        write_tx!(self, |tx, lock| {
+            let sql = format!("SELECT checkpoint, epoch FROM writer_state WHERE singleton = 1{lock}");
+            let row = sqlx::query(&sql).fetch_one(&mut *tx).await?;
+            let found: Option<i64> = row.try_get(0)?;
+            let current: i64 = row.try_get(1)?;
+            if epoch < current {
+                return Err(StoreError::Fenced { mine: epoch, current });
+            }
+            if found != expected {
+                return Err(StoreError::CheckpointMismatch { expected, found });
+            }
+            check_follows(found, after, actions)?;
+            let Some(last) = actions.last().map(|a| a.id) else {
+                return Ok(0);
+            };
+            let mut inserted = 0;
+            for chunk in actions.chunks(INSERT_CHUNK) {
+                let mut qb: QueryBuilder<Db> =
+                    QueryBuilder::new(format!("INSERT INTO actions ({ACTION_COLUMNS}, stored_at, epoch) "));
+                qb.push_values(chunk, |mut b, a| {
+                    b.push_bind(a.id)
+                        .push_bind(a.created.as_str())
+                        .push_bind(a.published.as_str())
+                        .push_bind(a.document_url.as_deref())
+                        .push_bind(a.case_number.as_str())
+                        .push_bind(a.type_code.as_str())
+                        .push_bind(a.type_name.as_str())
+                        .push_bind(a.section.as_deref())
+                        .push_bind(a.number_in_section)
+                        .push_bind(a.note.as_deref())
+                        .push_bind(now)
+                        .push_bind(epoch);
+                });
+                qb.push(" ON CONFLICT (id) DO NOTHING");
+                inserted += qb.build().execute(&mut *tx).await?.rows_affected();
+            }
+            sqlx::query("UPDATE writer_state SET checkpoint = $1, epoch = $2, updated_at = $3 WHERE singleton = 1")
+                .bind(last)
+                .bind(epoch.max(current))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(inserted)
+        })
+    }
+
+    /// Raises the store's epoch to at least `epoch`; returns the store's epoch after.
+    /// A lease grant calls this so that a stale holder is fenced even before the new
+    /// holder's first write.
+    pub async fn register_epoch(&self, epoch: i64) -> Result<i64, StoreError> {
+        write_tx!(self, |tx, lock| {
+            let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
+            let current: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
+            if epoch > current {
+                sqlx::query("UPDATE writer_state SET epoch = $1 WHERE singleton = 1")
+                    .bind(epoch)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+            Ok(current.max(epoch))
+        })
+    }
+
+    /// Sets the checkpoint by hand (operators; snapshot restore). Fenced like a write.
+    pub async fn set_checkpoint(&self, epoch: i64, checkpoint: Option<i64>) -> Result<(), StoreError> {
+        write_tx!(self, |tx, lock| {
+            let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
+            let current: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
+            if epoch < current {
+                return Err(StoreError::Fenced { mine: epoch, current });
+            }
+            sqlx::query("UPDATE writer_state SET checkpoint = $1, updated_at = $2 WHERE singleton = 1")
+                .bind(checkpoint)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    pub async fn record_head(&self, head: i64, at: i64) -> Result<(), StoreError> {
+        both!(self, |p| sqlx::query("UPDATE writer_state SET head_id = $1, head_checked_at = $2 WHERE singleton = 1")
+            .bind(head)
+            .bind(at)
+            .execute(p)
+            .await?
+            .rows_affected());
+        Ok(())
+    }
+
+    pub async fn record_tick(&self, t: &TickRecord) -> Result<(), StoreError> {
+        both!(self, |p| {
+            sqlx::query(
+                "INSERT INTO tick_log (at, outcome, pages, actions, requests, checkpoint, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(t.at)
+            .bind(&t.outcome)
+            .bind(t.pages)
+            .bind(t.actions)
+            .bind(t.requests)
+            .bind(t.checkpoint)
+            .bind(&t.detail)
+            .execute(p)
+            .await?;
+            sqlx::query("UPDATE writer_state SET last_tick_outcome = $1, last_tick_at = $2 WHERE singleton = 1")
+                .bind(&t.outcome)
+                .bind(t.at)
+                .execute(p)
+                .await?;
+            sqlx::query("DELETE FROM tick_log WHERE at < $1").bind(t.at - 7 * 86_400_000).execute(p).await?;
+        });
+        Ok(())
+    }
+
+    pub async fn recent_ticks(&self, limit: i64) -> Result<Vec<TickRecord>, StoreError> {
+        let sql = "SELECT at, outcome, pages, actions, requests, checkpoint, detail FROM tick_log ORDER BY seq DESC LIMIT $1";
+        let rows = both!(self, |p| {
+            sqlx::query(sql)
+                .bind(limit)
+                .fetch_all(p)
+                .await?
+                .into_iter()
+                .map(|r| {
+                    Ok(TickRecord {
+                        at: r.try_get(0)?,
+                        outcome: r.try_get(1)?,
+                        pages: r.try_get(2)?,
+                        actions: r.try_get(3)?,
+                        requests: r.try_get(4)?,
+                        checkpoint: r.try_get(5)?,
+                        detail: r.try_get(6)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, sqlx::Error>>()?
+        });
+        Ok(rows)
+    }
+
+    pub async fn count_actions(&self) -> Result<i64, StoreError> {
+        Ok(both!(self, |p| sqlx::query("SELECT COUNT(*) FROM actions").fetch_one(p).await?.try_get(0)?))
+    }
+
+    /// Stored actions with an ID above `after`, in ID order, at most `limit`.
+    pub async fn actions_after(&self, after: i64, limit: i64) -> Result<Vec<Action>, StoreError> {
+        let sql = format!("SELECT {ACTION_COLUMNS} FROM actions WHERE id > $1 ORDER BY id LIMIT $2");
+        let rows = both!(self, |p| {
+            sqlx::query(&sql)
+                .bind(after)
+                .bind(limit)
+                .fetch_all(p)
+                .await?
+                .into_iter()
+                .map(|r| {
+                    Ok(Action {
+                        id: r.try_get(0)?,
+                        created: r.try_get(1)?,
+                        published: r.try_get(2)?,
+                        document_url: r.try_get(3)?,
+                        case_number: r.try_get(4)?,
+                        type_code: r.try_get(5)?,
+                        type_name: r.try_get(6)?,
+                        section: r.try_get(7)?,
+                        number_in_section: r.try_get(8)?,
+                        note: r.try_get(9)?,
+                    })
+                })
+                .collect::<Result<Vec<_>, sqlx::Error>>()?
+        });
+        Ok(rows)
+    }
+
+    /// Actions stored per epoch: (epoch, count, min id, max id). For lease checkers.
+    pub async fn epochs(&self) -> Result<Vec<(i64, i64, i64, i64)>, StoreError> {
+        let sql = "SELECT epoch, COUNT(*), MIN(id), MAX(id) FROM actions GROUP BY epoch ORDER BY epoch";
+        Ok(both!(self, |p| sqlx::query(sql)
+            .fetch_all(p)
+            .await?
+            .into_iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, r.try_get(3)?)))
+            .collect::<Result<Vec<_>, sqlx::Error>>()?))
+    }
+
+    // -----------------------------------------------------------------------------------
+    // The lease kept in the database (no Redis)
+
+    async fn ensure_lease_row(&self, name: &str) -> Result<(), StoreError> {
+        both!(self, |p| sqlx::query("INSERT INTO lease (name, holder, expires_at, epoch) VALUES ($1, NULL, 0, 0) ON CONFLICT (name) DO NOTHING")
+            .bind(name)
+            .execute(p)
+            .await?
+            .rows_affected());
+        Ok(())
+    }
+
+    /// Takes (or keeps, when `holder` already has it) the lease named `name` until
+    /// `now + ttl_ms`. A new grant takes an epoch above both the lease's and the store's.
+    pub async fn lease_acquire(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<DbLease, StoreError> {
+        self.ensure_lease_row(name).await?;
+        let now = now_ms();
+        write_tx!(self, |tx, lock| {
+            let sql = format!("SELECT holder, expires_at, epoch FROM lease WHERE name = $1{lock}");
+            let r = sqlx::query(&sql).bind(name).fetch_one(&mut *tx).await?;
+            let cur: Option<String> = r.try_get(0)?;
+            let expires: i64 = r.try_get(1)?;
+            let lease_epoch: i64 = r.try_get(2)?;
+            if let Some(h) = &cur {
+                if h != holder && expires > now {
+                    return Ok(DbLease::HeldBy { holder: h.clone(), expires_at: expires });
+                }
+                if h == holder && expires > now {
+                    sqlx::query("UPDATE lease SET expires_at = $1 WHERE name = $2")
+                        .bind(now + ttl_ms)
+                        .bind(name)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    return Ok(DbLease::Granted { epoch: lease_epoch, expires_at: now + ttl_ms });
+                }
+            }
+            let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
+            let store_epoch: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
+            let epoch = lease_epoch.max(store_epoch) + 1;
+            sqlx::query("UPDATE lease SET holder = $1, expires_at = $2, epoch = $3 WHERE name = $4")
+                .bind(holder)
+                .bind(now + ttl_ms)
+                .bind(epoch)
+                .bind(name)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("UPDATE writer_state SET epoch = $1 WHERE singleton = 1").bind(epoch).execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(DbLease::Granted { epoch, expires_at: now + ttl_ms })
+        })
+    }
+
+    /// Extends the lease if `holder` still holds it with `epoch` and it has not expired.
+    pub async fn lease_renew(&self, name: &str, holder: &str, epoch: i64, ttl_ms: i64) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let n = both!(self, |p| sqlx::query(
+            "UPDATE lease SET expires_at = $1 WHERE name = $2 AND holder = $3 AND epoch = $4 AND expires_at > $5"
+        )
+        .bind(now + ttl_ms)
+        .bind(name)
+        .bind(holder)
+        .bind(epoch)
+        .bind(now)
+        .execute(p)
+        .await?
+        .rows_affected());
+        Ok(n == 1)
+    }
+
+    /// Releases the lease if `holder` holds it with `epoch`.
+    pub async fn lease_release(&self, name: &str, holder: &str, epoch: i64) -> Result<bool, StoreError> {
+        let n = both!(self, |p| sqlx::query(
+            "UPDATE lease SET holder = NULL, expires_at = 0 WHERE name = $1 AND holder = $2 AND epoch = $3"
+        )
+        .bind(name)
+        .bind(holder)
+        .bind(epoch)
+        .execute(p)
+        .await?
+        .rows_affected());
+        Ok(n == 1)
+    }
+
+    /// Releases the lease whoever holds it (operators, `--force`).
+    pub async fn lease_force_release(&self, name: &str) -> Result<bool, StoreError> {
+        let n = both!(self, |p| sqlx::query("UPDATE lease SET holder = NULL, expires_at = 0 WHERE name = $1")
+            .bind(name)
+            .execute(p)
+            .await?
+            .rows_affected());
+        Ok(n == 1)
+    }
+
+    pub async fn lease_show(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
+        let r = both!(self, |p| sqlx::query("SELECT holder, expires_at, epoch FROM lease WHERE name = $1")
+            .bind(name)
+            .fetch_optional(p)
+            .await?
+            .map(|r| Ok::<_, sqlx::Error>(LeaseRow { holder: r.try_get(0)?, expires_at: r.try_get(1)?, epoch: r.try_get(2)? }))
+            .transpose()?);
+        Ok(r)
+    }
+
+    // -----------------------------------------------------------------------------------
+    // The budget kept in the database (no Redis)
+
+    /// Counts one request for `day` if the day's and the minute's limits allow it.
+    pub async fn budget_take(&self, day: &str, daily: u64, per_minute: u32) -> Result<DbTake, StoreError> {
+        both!(self, |p| sqlx::query("INSERT INTO budget_day (day, used) VALUES ($1, 0) ON CONFLICT (day) DO NOTHING")
+            .bind(day)
+            .execute(p)
+            .await?
+            .rows_affected());
+        let now = now_ms();
+        write_tx!(self, |tx, lock| {
+            let sql = format!("SELECT used FROM budget_day WHERE day = $1{lock}");
+            let used: i64 = sqlx::query(&sql).bind(day).fetch_one(&mut *tx).await?.try_get(0)?;
+            if used as u64 >= daily {
+                return Ok(DbTake::DayExhausted { used: used as u64 });
+            }
+            sqlx::query("DELETE FROM budget_log WHERE at <= $1").bind(now - 60_000).execute(&mut *tx).await?;
+            let r = sqlx::query("SELECT COUNT(*), MIN(at) FROM budget_log").fetch_one(&mut *tx).await?;
+            let in_minute: i64 = r.try_get(0)?;
+            let oldest: Option<i64> = r.try_get(1)?;
+            if in_minute >= per_minute as i64 {
+                tx.commit().await?;
+                return Ok(DbTake::MinuteFull { retry_after_ms: (oldest.unwrap_or(now) + 60_001 - now).max(1) });
+            }
+            sqlx::query("UPDATE budget_day SET used = used + 1 WHERE day = $1").bind(day).execute(&mut *tx).await?;
+            sqlx::query("INSERT INTO budget_log (at) VALUES ($1)").bind(now).execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM budget_day WHERE day < $1").bind(prune_before(day)).execute(&mut *tx).await?;
+            tx.commit().await?;
+            Ok(DbTake::Granted { used: used as u64 + 1 })
+        })
+    }
+
+    pub async fn budget_used(&self, day: &str) -> Result<u64, StoreError> {
+        let used: Option<i64> = both!(self, |p| sqlx::query("SELECT used FROM budget_day WHERE day = $1")
+            .bind(day)
+            .fetch_optional(p)
+            .await?
+            .map(|r| r.try_get(0))
+            .transpose()?);
+        Ok(used.unwrap_or(0) as u64)
+    }
+
+    // -----------------------------------------------------------------------------------
+    // Settings (the phase)
+
+    pub async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        Ok(both!(self, |p| sqlx::query("SELECT value FROM settings WHERE key = $1")
+            .bind(key)
+            .fetch_optional(p)
+            .await?
+            .map(|r| r.try_get(0))
+            .transpose()?))
+    }
+
+    pub async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        both!(self, |p| sqlx::query(
+            "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
+        .bind(key)
+        .bind(value)
+        .execute(p)
+        .await?
+        .rows_affected());
+        Ok(())
+    }
+
+    /// Sets `key` only if it is absent; returns the value in force.
+    pub async fn init_setting(&self, key: &str, value: &str) -> Result<String, StoreError> {
+        both!(self, |p| sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
+            .bind(key)
+            .bind(value)
+            .execute(p)
+            .await?
+            .rows_affected());
+        Ok(self.setting(key).await?.unwrap_or_else(|| value.to_string()))
+    }
+}
+
+/// Days older than a week before `day` are pruned (ISO dates compare as text).
+fn prune_before(day: &str) -> String {
+    chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d")
+        .map(|d| (d - chrono::Duration::days(7)).format("%Y-%m-%d").to_string())
+        .unwrap_or_default()
+}

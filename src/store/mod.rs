@@ -1,0 +1,97 @@
+//! The replica store: the append-only `actions` table, the checkpoint and the writer's
+//! fencing epoch, on SQLite (embedded default, WAL) or PostgreSQL, chosen by URL.
+//!
+//! Owns every SQL statement of the replica and the database forms of the lease and the
+//! budget. Its invariant: actions, checkpoint and epoch move in one transaction, and a
+//! write is refused unless it follows the checkpoint it states and carries an epoch no
+//! lower than the highest seen. It never talks to the source or to Redis.
+
+mod db;
+pub use db::*;
+
+use crate::source::model::Action;
+
+/// Why a write was refused. Callers branch on these.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A newer writer exists: this one's lease is gone and it must stop.
+    #[error("fenced: writer epoch {mine} is below the store's epoch {current}")]
+    Fenced { mine: i64, current: i64 },
+    /// The store's checkpoint is not the one the writer expected.
+    #[error("checkpoint mismatch: expected {expected:?}, found {found:?}")]
+    CheckpointMismatch { expected: Option<i64>, found: Option<i64> },
+    /// The page does not follow the checkpoint.
+    #[error("out-of-order page: {0}")]
+    OutOfOrder(String),
+    /// The database failed (possibly transient); nothing was written.
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+}
+
+/// The writer's durable state.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct WriterState {
+    pub checkpoint: Option<i64>,
+    pub epoch: i64,
+    pub updated_at: i64,
+    pub head_id: Option<i64>,
+    pub head_checked_at: Option<i64>,
+    pub last_tick_outcome: Option<String>,
+    pub last_tick_at: Option<i64>,
+}
+
+/// The lease as the database holds it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LeaseRow {
+    pub holder: Option<String>,
+    pub expires_at: i64,
+    pub epoch: i64,
+}
+
+/// The answer of a database lease attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbLease {
+    Granted { epoch: i64, expires_at: i64 },
+    HeldBy { holder: String, expires_at: i64 },
+}
+
+/// The answer of a database budget take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbTake {
+    Granted { used: u64 },
+    DayExhausted { used: u64 },
+    MinuteFull { retry_after_ms: i64 },
+}
+
+/// One tick as recorded for status.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TickRecord {
+    pub at: i64,
+    pub outcome: String,
+    pub pages: i64,
+    pub actions: i64,
+    pub requests: i64,
+    pub checkpoint: Option<i64>,
+    pub detail: Option<String>,
+}
+
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Checks that `actions` may follow `checkpoint`: strictly ascending and above it.
+pub fn check_follows(checkpoint: Option<i64>, after: i64, actions: &[&Action]) -> Result<(), StoreError> {
+    if let Some(c) = checkpoint {
+        if after != c {
+            return Err(StoreError::OutOfOrder(format!("page asked after {after}, but the checkpoint is {c}")));
+        }
+    }
+    let mut prev = checkpoint.unwrap_or(i64::MIN);
+    for a in actions {
+        if a.id <= prev {
+            return Err(StoreError::OutOfOrder(format!("action {} does not follow {prev}", a.id)));
+        }
+        prev = a.id;
+    }
+    Ok(())
+}
