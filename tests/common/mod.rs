@@ -1,0 +1,171 @@
+//! Shared helpers of the integration tests: fresh databases on both back ends, Redis,
+//! settings tuned for tests, and a simulator.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use isir::app::App;
+use isir::config::Settings;
+use isir::sim::{SimGuard, SimOptions, Simulator};
+use isir::store::Store;
+use sqlx::Connection;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+pub const BOTH: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+
+fn rand_suffix() -> String {
+    use rand::Rng;
+    let mut r = rand::thread_rng();
+    (0..10).map(|_| char::from(b'a' + r.gen_range(0..26))).collect()
+}
+
+pub fn pg_admin_url() -> String {
+    std::env::var("ISIR_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+pub fn redis_url() -> String {
+    std::env::var("ISIR_TEST_REDIS").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// A unique prefix for Redis keys, so tests do not see each other.
+pub fn redis_prefix() -> String {
+    format!("isirtest:{}", rand_suffix())
+}
+
+/// A fresh, empty database; the returned guard keeps a SQLite directory alive.
+pub struct TestDb {
+    pub url: String,
+    pub backend: Backend,
+    _dir: Option<tempfile::TempDir>,
+}
+
+pub async fn fresh_db(backend: Backend) -> TestDb {
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("sqlite://{}", dir.path().join("isir.db").display());
+            TestDb { url, backend, _dir: Some(dir) }
+        }
+        Backend::Postgres => {
+            let admin = pg_admin_url();
+            let mut c = sqlx::PgConnection::connect(&admin)
+                .await
+                .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is required by this test (scripts/test.sh starts it): {e}"));
+            let name = format!("isir_t_{}", rand_suffix());
+            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut c).await.unwrap();
+            let base = admin.rsplit_once('/').unwrap().0;
+            TestDb { url: format!("{base}/{name}"), backend, _dir: None }
+        }
+    }
+}
+
+/// Settings for tests: the given source and database, fast retries, no Redis.
+pub fn settings(source: &str, db: &TestDb) -> Settings {
+    let mut s = Settings::default();
+    s.source.url = source.to_string();
+    s.source.retry_backoff_ms = 10;
+    s.source.timeout_secs = 5;
+    s.source.connect_timeout_secs = 2;
+    s.database.url = db.url.clone();
+    s.budget.daily = 1_000_000;
+    s.budget.per_minute = 1_000_000;
+    s.lease.key = format!("isirtest:lease:{}", rand_suffix());
+    s.lease.epoch_key = format!("{}:epoch", s.lease.key);
+    s.budget.key_prefix = format!("isirtest:budget:{}", rand_suffix());
+    s
+}
+
+pub fn with_redis(mut s: Settings, url: &str) -> Settings {
+    s.redis.url = Some(url.to_string());
+    s
+}
+
+/// A simulator without usage limits.
+pub async fn sim(actions: usize, page: usize, seed: u64) -> (Simulator, String, SimGuard) {
+    isir::sim::spawn(SimOptions {
+        seed,
+        actions,
+        page,
+        daily_limit: None,
+        per_minute_limit: None,
+        slow: Duration::from_secs(8),
+        ..SimOptions::default()
+    })
+    .await
+    .unwrap()
+}
+
+pub async fn app(s: Settings) -> App {
+    App::build(s).await.expect("app builds")
+}
+
+pub async fn store(db: &TestDb) -> Store {
+    let s = Store::connect(&db.url, 5).await.unwrap();
+    s.migrate().await.unwrap();
+    s
+}
+
+/// Everything stored, in ID order.
+pub async fn all_actions(store: &Store) -> Vec<isir::source::Action> {
+    store.actions_after(i64::MIN, i64::MAX).await.unwrap()
+}
+
+pub fn arc<T>(t: T) -> Arc<T> {
+    Arc::new(t)
+}
+
+/// A Redis server of the test's own on a free port, which the test may restart.
+pub struct OwnRedis {
+    pub port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl OwnRedis {
+    pub fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut r = OwnRedis { port, child: None };
+        r.spawn();
+        r
+    }
+    fn spawn(&mut self) {
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server is required by this test (scripts/test.sh installs it)");
+        self.child = Some(child);
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("own redis-server did not start");
+    }
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+    /// Kills the server and starts an empty one on the same port.
+    pub fn restart_empty(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
