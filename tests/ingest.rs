@@ -1,0 +1,386 @@
+//! Ingestion on both back ends: replica equals source with the minimum of requests,
+//! idempotence and order, fencing, leases, the durable budget, faults during a backfill.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Backend, BOTH};
+use isir::budget::Budget;
+use isir::lease::{Acquire, Lease};
+use isir::poller::TickOutcome;
+use isir::sim::{FaultKind, FaultPlan};
+use isir::source::parse::parse_data_response;
+use isir::source::write::data_response;
+use isir::source::{Gate, GateError, Operation, Page};
+use isir::store::StoreError;
+
+async fn backfill_equals_source(b: Backend) {
+    let (sim, url, _g) = common::sim(50_000, 1000, 11).await;
+    let db = common::fresh_db(b).await;
+    let app = common::app(common::settings(&url, &db)).await;
+    let mut p = app.poller().unwrap();
+    let t1 = p.poll_once().await;
+    assert_eq!(t1.outcome, TickOutcome::BatchLimit, "{t1:?}");
+    assert_eq!((t1.pages, t1.requests), (20, 21), "head check + 20 pages");
+    let t2 = p.poll_once().await;
+    assert_eq!(t2.outcome, TickOutcome::BatchLimit);
+    assert_eq!((t2.pages, t2.requests), (20, 20), "the head check is not repeated within the hour");
+    let t3 = p.poll_once().await;
+    assert_eq!(t3.outcome, TickOutcome::CaughtUp, "{t3:?}");
+    assert_eq!(t3.pages, 10, "the page that reaches the known head ends the tick");
+    assert_eq!(common::all_actions(&app.store).await, sim.truth_all());
+    assert_eq!(app.store.checkpoint().await.unwrap(), sim.head_id());
+    // The minimum: one head check and one request per page; no extra empty page.
+    assert_eq!(sim.stats().requests_total, 51);
+    // An idle tick costs exactly one request.
+    let t4 = p.poll_once().await;
+    assert_eq!((t4.outcome.clone(), t4.requests), (TickOutcome::CaughtUp, 1));
+    sim.publish(37);
+    let t5 = p.poll_once().await;
+    assert_eq!((t5.outcome.clone(), t5.requests, t5.actions), (TickOutcome::CaughtUp, 1, 37), "a short page past the head ends the tick");
+    assert_eq!(sim.stats().requests_total, 53);
+    assert_eq!(common::all_actions(&app.store).await, sim.truth_all());
+    // The budget counted exactly what the simulator saw.
+    assert_eq!(app.budget.usage().await.unwrap().used, 53);
+}
+
+#[tokio::test]
+async fn replica_equals_source_sqlite() {
+    backfill_equals_source(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn replica_equals_source_postgres() {
+    backfill_equals_source(Backend::Postgres).await;
+}
+
+fn page_of(sim: &isir::sim::Simulator, after: i64, n: usize) -> Page {
+    let xml = data_response(&sim.truth_after(after, n));
+    parse_data_response(xml.as_bytes(), after).unwrap()
+}
+
+#[tokio::test]
+async fn idempotence_order_and_checkpoint_mismatch() {
+    let sim = isir::sim::Simulator::new(isir::sim::SimOptions { actions: 300, ..Default::default() });
+    for b in BOTH {
+        let db = common::fresh_db(b).await;
+        let store = common::store(&db).await;
+        let e = store.register_epoch(1).await.unwrap();
+        let p1 = page_of(&sim, -1, 100);
+        assert_eq!(store.write_page(e, None, &p1).await.unwrap(), 100);
+        let c1 = p1.last_id();
+        // Replaying the same page: refused, nothing changes.
+        assert!(matches!(store.write_page(e, None, &p1).await, Err(StoreError::CheckpointMismatch { .. })));
+        assert!(matches!(store.write_page(e, c1, &p1).await, Err(StoreError::OutOfOrder(_))));
+        assert_eq!(store.count_actions().await.unwrap(), 100);
+        // A page that skips ahead does not follow the checkpoint.
+        let p3 = page_of(&sim, sim.truth_all()[199].id, 50);
+        assert!(matches!(store.write_page(e, c1, &p3).await, Err(StoreError::OutOfOrder(_))));
+        // Stating a wrong expected checkpoint.
+        let p2 = page_of(&sim, c1.unwrap(), 100);
+        assert!(matches!(
+            store.write_page(e, Some(c1.unwrap() - 1), &p2).await,
+            Err(StoreError::CheckpointMismatch { .. })
+        ));
+        assert_eq!(store.checkpoint().await.unwrap(), c1);
+        // The right page goes in; an empty page changes nothing.
+        assert_eq!(store.write_page(e, c1, &p2).await.unwrap(), 100);
+        let empty = Page { after: p2.last_id().unwrap(), records: vec![] };
+        assert_eq!(store.write_page(e, p2.last_id(), &empty).await.unwrap(), 0);
+        assert_eq!(store.checkpoint().await.unwrap(), p2.last_id());
+        assert_eq!(common::all_actions(&store).await, sim.truth_after(-1, 200), "{b:?}");
+        // A lower epoch is fenced.
+        store.register_epoch(5).await.unwrap();
+        let p4 = page_of(&sim, p2.last_id().unwrap(), 10);
+        assert!(matches!(store.write_page(4, p2.last_id(), &p4).await, Err(StoreError::Fenced { mine: 4, current: 5 })));
+        assert_eq!(store.count_actions().await.unwrap(), 200);
+    }
+}
+
+async fn lease_contract(mk: impl Fn(isir::store::Store, Duration) -> Lease, b: Backend) {
+    let db = common::fresh_db(b).await;
+    let store = common::store(&db).await;
+    let ttl = Duration::from_millis(1500);
+    let a = mk(store.clone(), ttl);
+    let c = mk(store.clone(), ttl);
+    let Acquire::Granted(ga) = a.acquire().await.unwrap() else { panic!() };
+    // Exactly one holder.
+    match c.acquire().await.unwrap() {
+        Acquire::HeldBy { holder, expires_at } => {
+            assert_eq!(holder, a.holder());
+            assert!(expires_at.unwrap() > isir::store::now_ms());
+        }
+        other => panic!("{other:?}"),
+    }
+    // Re-acquiring as the holder keeps the epoch; renewal works.
+    let Acquire::Granted(again) = a.acquire().await.unwrap() else { panic!() };
+    assert_eq!(again.epoch, ga.epoch);
+    assert!(a.renew(ga.epoch).await.unwrap());
+    // The holder pauses past its TTL; another takes over with a higher epoch.
+    tokio::time::sleep(ttl + Duration::from_millis(300)).await;
+    let Acquire::Granted(gc) = c.acquire().await.unwrap() else { panic!("expired lease must be free") };
+    assert!(gc.epoch > ga.epoch);
+    // The woken ex-holder can neither renew nor write.
+    assert!(!a.renew(ga.epoch).await.unwrap());
+    let sim = isir::sim::Simulator::new(isir::sim::SimOptions { actions: 10, ..Default::default() });
+    let p = page_of(&sim, -1, 10);
+    assert!(matches!(store.write_page(ga.epoch, None, &p).await, Err(StoreError::Fenced { .. })));
+    assert_eq!(store.write_page(gc.epoch, None, &p).await.unwrap(), 10);
+    // Release by compare-and-delete: the ex-holder's release does nothing.
+    assert!(!a.release(ga.epoch).await.unwrap());
+    assert!(c.release(gc.epoch).await.unwrap());
+    let Acquire::Granted(ga2) = a.acquire().await.unwrap() else { panic!() };
+    assert!(ga2.epoch > gc.epoch);
+}
+
+#[tokio::test]
+async fn database_lease_contract() {
+    for b in BOTH {
+        lease_contract(|s, ttl| Lease::database("writer", s, ttl), b).await;
+    }
+}
+
+#[tokio::test]
+async fn redis_lease_contract() {
+    for b in BOTH {
+        let conn = Arc::new(isir::redis_conn::RedisConn::new(&common::redis_url()).unwrap());
+        let key = common::redis_prefix();
+        lease_contract(|s, ttl| Lease::redis(conn.clone(), &key, &format!("{key}:epoch"), s, ttl), b).await;
+    }
+}
+
+/// Redis restarted empty: the next grant still gets an epoch above the store's, so the
+/// old holder stays fenced and nobody is locked out.
+#[tokio::test]
+async fn redis_restart_empty_keeps_epochs_growing() {
+    let mut redis = common::OwnRedis::start();
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let store = common::store(&db).await;
+    let conn = Arc::new(isir::redis_conn::RedisConn::new(&redis.url()).unwrap());
+    let ttl = Duration::from_secs(60);
+    let a = Lease::redis(conn.clone(), "l", "l:epoch", store.clone(), ttl);
+    let b = Lease::redis(conn.clone(), "l", "l:epoch", store.clone(), ttl);
+    let mut last = 0;
+    for _ in 0..3 {
+        let Acquire::Granted(g) = a.acquire().await.unwrap() else { panic!() };
+        assert!(g.epoch > last);
+        a.release(g.epoch).await.unwrap();
+        last = g.epoch;
+    }
+    let Acquire::Granted(ga) = a.acquire().await.unwrap() else { panic!() };
+    redis.restart_empty();
+    // While Redis is gone and back, the connection is re-established.
+    let mut gb = None;
+    for _ in 0..50 {
+        match b.acquire().await {
+            Ok(Acquire::Granted(g)) => {
+                gb = Some(g);
+                break;
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let gb = gb.expect("a grant after the restart");
+    assert!(gb.epoch > ga.epoch, "epoch {} after restart must exceed {}", gb.epoch, ga.epoch);
+    let sim = isir::sim::Simulator::new(isir::sim::SimOptions { actions: 10, ..Default::default() });
+    assert!(matches!(store.write_page(ga.epoch, None, &page_of(&sim, -1, 10)).await, Err(StoreError::Fenced { .. })));
+    assert_eq!(store.write_page(gb.epoch, None, &page_of(&sim, -1, 10)).await.unwrap(), 10);
+}
+
+#[tokio::test]
+async fn redis_down_stops_the_writer_safely() {
+    let mut redis = common::OwnRedis::start();
+    let (sim, url, _g) = common::sim(5000, 1000, 12).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let app = common::app(common::with_redis(common::settings(&url, &db), &redis.url())).await;
+    let mut p = app.poller().unwrap();
+    assert_eq!(p.poll_once().await.outcome, TickOutcome::CaughtUp);
+    sim.publish(100);
+    redis.stop();
+    let t = p.poll_once().await;
+    assert!(matches!(t.outcome, TickOutcome::StoreError { .. }), "{t:?}");
+    assert_eq!(t.requests, 0);
+    assert_eq!(sim.stats().requests_total, 6, "no request without the lease and the budget");
+    assert_eq!(app.store.checkpoint().await.unwrap(), Some(sim.truth_all()[4999].id));
+}
+
+async fn budget_holds(mk: &dyn Fn() -> Budget) {
+    // Two instances and a "restart" share one durable count.
+    let a = mk();
+    let b = mk();
+    for i in 0..5 {
+        let g = if i % 2 == 0 { &a } else { &b };
+        g.acquire(Operation::AfterId).await.unwrap();
+    }
+    let restarted = mk();
+    match restarted.acquire(Operation::LastId).await {
+        Err(GateError::BudgetExhausted { used: 5, limit: 5, resets_at }) => {
+            assert!(chrono::DateTime::parse_from_rfc3339(&resets_at).is_ok());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(restarted.usage().await.unwrap().used, 5);
+    assert_eq!(restarted.usage().await.unwrap().left, 0);
+}
+
+#[tokio::test]
+async fn budget_daily_limit_is_durable_and_shared() {
+    for b in BOTH {
+        let db = common::fresh_db(b).await;
+        let store = common::store(&db).await;
+        budget_holds(&|| Budget::database(store.clone(), 5, 100)).await;
+    }
+    let conn = Arc::new(isir::redis_conn::RedisConn::new(&common::redis_url()).unwrap());
+    let prefix = common::redis_prefix();
+    budget_holds(&|| Budget::redis(conn.clone(), &prefix, 5, 100)).await;
+}
+
+#[tokio::test]
+async fn budget_minute_window() {
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let store = common::store(&db).await;
+    let a = Budget::database(store.clone(), 100, 3).max_wait(Duration::ZERO);
+    for _ in 0..3 {
+        a.acquire(Operation::AfterId).await.unwrap();
+    }
+    let b = Budget::database(store.clone(), 100, 3).max_wait(Duration::ZERO);
+    match b.acquire(Operation::AfterId).await {
+        Err(GateError::RateLimited { retry_after }) => assert!(retry_after <= Duration::from_secs(61)),
+        other => panic!("{other:?}"),
+    }
+    let conn = Arc::new(isir::redis_conn::RedisConn::new(&common::redis_url()).unwrap());
+    let prefix = common::redis_prefix();
+    let r = Budget::redis(conn.clone(), &prefix, 100, 2).max_wait(Duration::ZERO);
+    r.acquire(Operation::AfterId).await.unwrap();
+    r.acquire(Operation::AfterId).await.unwrap();
+    assert!(matches!(
+        Budget::redis(conn, &prefix, 100, 2).max_wait(Duration::ZERO).acquire(Operation::AfterId).await,
+        Err(GateError::RateLimited { .. })
+    ));
+}
+
+/// The simulator itself counts: a poller with a budget of 7 sends exactly 7 requests,
+/// across ticks and restarts, and then stops with the reset time.
+#[tokio::test]
+async fn budget_holds_by_the_simulators_count() {
+    for b in BOTH {
+        let (sim, url, _g) = common::sim(50_000, 1000, 13).await;
+        let db = common::fresh_db(b).await;
+        let mut s = common::settings(&url, &db);
+        s.budget.daily = 7;
+        for _ in 0..4 {
+            let app = common::app(s.clone()).await;
+            let mut p = app.poller().unwrap();
+            let t = p.poll_once().await;
+            p.release().await;
+            if let TickOutcome::BudgetSpent { resets_at } = &t.outcome {
+                assert!(resets_at.contains('T'));
+            }
+        }
+        assert_eq!(sim.stats().requests_total, 7, "{b:?}");
+        let app = common::app(s.clone()).await;
+        assert_eq!(app.store.count_actions().await.unwrap(), 6000, "1 head check + 6 pages");
+    }
+}
+
+/// Each fault kind during a backfill: the right outcome, a correct checkpoint, and after
+/// the fault the replica equals the source.
+#[tokio::test]
+async fn every_fault_kind_during_a_backfill() {
+    for b in BOTH {
+        for kind in FaultKind::ALL {
+            let (sim, url, _g) = common::sim(5000, 1000, 14).await;
+            let db = common::fresh_db(b).await;
+            let mut s = common::settings(&url, &db);
+            s.source.timeout_secs = 1;
+            let app = common::app(s).await;
+            // Request 1 is the head check; request 4 is the third page.
+            sim.set_faults(FaultPlan::none().at(4, kind));
+            let mut p = app.poller().unwrap();
+            let t = p.poll_once().await;
+            let third_page_after = sim.truth_all()[1999].id;
+            match kind {
+                FaultKind::Http500 | FaultKind::Truncate | FaultKind::Reset | FaultKind::Slow => {
+                    assert_eq!(t.outcome, TickOutcome::CaughtUp, "{kind:?}: retried within the tick");
+                    assert_eq!(t.requests, 7, "{kind:?}: the retry is counted");
+                }
+                FaultKind::SoapFault | FaultKind::Chyba | FaultKind::Garbage => {
+                    match &t.outcome {
+                        TickOutcome::SourceError { after, class, .. } => {
+                            assert_eq!(*after, third_page_after, "{kind:?}");
+                            assert!(["fault", "refused", "invalid"].contains(&class.as_str()));
+                        }
+                        other => panic!("{kind:?}: {other:?}"),
+                    }
+                    assert_eq!(app.store.checkpoint().await.unwrap(), Some(third_page_after));
+                    assert_eq!(app.store.count_actions().await.unwrap(), 2000);
+                    assert_eq!(p.poll_once().await.outcome, TickOutcome::CaughtUp);
+                }
+            }
+            assert_eq!(common::all_actions(&app.store).await, sim.truth_all(), "{kind:?} on {b:?}");
+            assert_eq!(app.budget.usage().await.unwrap().used, sim.stats().requests_total, "{kind:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn retries_are_bounded() {
+    let (sim, url, _g) = common::sim(3000, 1000, 15).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let mut s = common::settings(&url, &db);
+    s.source.max_retries = 2;
+    let app = common::app(s).await;
+    sim.set_faults(FaultPlan::random(1.0, vec![FaultKind::Http500], 0));
+    let mut p = app.poller().unwrap();
+    let t = p.poll_once().await;
+    assert!(matches!(t.outcome, TickOutcome::SourceError { ref class, .. } if class == "retryable"), "{t:?}");
+    assert_eq!(t.requests, 4, "head check + first try + 2 retries");
+    assert_eq!(sim.stats().requests_total, 4);
+    assert_eq!(app.store.checkpoint().await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn a_second_poller_does_not_spend_requests() {
+    let (sim, url, _g) = common::sim(3000, 1000, 16).await;
+    let db = common::fresh_db(Backend::Postgres).await;
+    let s = common::with_redis(common::settings(&url, &db), &common::redis_url());
+    let a = common::app(s.clone()).await;
+    let b = common::app(s).await;
+    let mut pa = a.poller().unwrap();
+    let mut pb = b.poller().unwrap();
+    assert_eq!(pa.poll_once().await.outcome, TickOutcome::CaughtUp);
+    let before = sim.stats().requests_total;
+    let t = pb.poll_once().await;
+    assert!(matches!(t.outcome, TickOutcome::LeaseNotHeld { ref holder, .. } if holder == a.lease.holder()), "{t:?}");
+    assert_eq!(sim.stats().requests_total, before);
+    pa.release().await;
+    assert_eq!(pb.poll_once().await.outcome, TickOutcome::CaughtUp);
+    assert_eq!(common::all_actions(&b.store).await, sim.truth_all());
+}
+
+#[tokio::test]
+async fn phase_off_spends_nothing() {
+    let (sim, url, _g) = common::sim(100, 1000, 17).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let mut s = common::settings(&url, &db);
+    s.phase.initial = "off".into();
+    let app = common::app(s).await;
+    let t = app.poller().unwrap().poll_once().await;
+    assert!(matches!(t.outcome, TickOutcome::Disabled { .. }));
+    assert_eq!(sim.stats().requests_total, 0);
+}
+
+#[tokio::test]
+async fn start_id_backfills_from_anywhere() {
+    let (sim, url, _g) = common::sim(4000, 1000, 18).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let mut s = common::settings(&url, &db);
+    let from = sim.truth_all()[2500].id;
+    s.poll.start_id = from;
+    let app = common::app(s).await;
+    assert_eq!(app.poller().unwrap().poll_once().await.outcome, TickOutcome::CaughtUp);
+    assert_eq!(common::all_actions(&app.store).await, sim.truth_after(from, usize::MAX));
+}
