@@ -141,6 +141,9 @@ pub struct SimArgs {
     /// How late a `slow` fault answers, in ms.
     #[arg(long, default_value_t = 5000)]
     pub slow_ms: u64,
+    /// Added to every answer, in ms.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
 }
 
 impl SimArgs {
@@ -155,6 +158,7 @@ impl SimArgs {
             per_minute_limit: (self.per_minute_limit > 0).then_some(self.per_minute_limit),
             faults: FaultPlan::parse(&self.faults).map_err(|e| anyhow::anyhow!("--faults: {e}"))?,
             slow: Duration::from_millis(self.slow_ms),
+            latency: Duration::from_millis(self.latency_ms),
         })
     }
 }

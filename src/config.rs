@@ -176,8 +176,14 @@ impl Settings {
         Self::from_figment(
             Figment::from(Serialized::defaults(Settings::default()))
                 .merge(Toml::file(file))
-                .merge(Env::prefixed("ISIR_").split("__")),
+                .merge(Self::env()),
         )
+    }
+
+    /// `ISIR_SECTION__KEY` variables. Variables without a section (`ISIR_CONFIG`,
+    /// `ISIR_LOG`, a test harness's `ISIR_TEST_...`) are not settings and are left alone.
+    pub fn env() -> Env {
+        Env::prefixed("ISIR_").split("__").filter(|k| k.as_str().contains('.'))
     }
 
     pub fn from_figment(f: Figment) -> anyhow::Result<Settings> {

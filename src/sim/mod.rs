@@ -39,6 +39,8 @@ pub struct SimOptions {
     pub faults: FaultPlan,
     /// How late a `slow` fault answers.
     pub slow: Duration,
+    /// Added to every SOAP answer (the real service is not instant).
+    pub latency: Duration,
 }
 
 impl Default for SimOptions {
@@ -53,6 +55,7 @@ impl Default for SimOptions {
             per_minute_limit: Some(50),
             faults: FaultPlan::none(),
             slow: Duration::from_secs(5),
+            latency: Duration::ZERO,
         }
     }
 }

@@ -137,6 +137,9 @@ async fn soap(State(sim): State<Simulator>, body: Bytes) -> Response {
             return xml(StatusCode::INTERNAL_SERVER_ERROR, write::fault_response("S:Client", e));
         }
     };
+    if !inner.opts.latency.is_zero() {
+        tokio::time::sleep(inner.opts.latency).await;
+    }
     let fault = inner.faults.lock().unwrap().decide(n);
     if let Some(k) = fault {
         *inner.counters.lock().unwrap().stats.faults_served.entry(k.as_str().to_string()).or_default() += 1;

@@ -1,0 +1,54 @@
+//! The settings tree: defaults, then `isir.toml`, then `ISIR_` variables; validation names
+//! the key.
+
+use isir::config::Settings;
+
+#[test]
+fn defaults_file_then_environment() {
+    figment::Jail::expect_with(|jail| {
+        let d = Settings::load(None).unwrap();
+        assert_eq!(d.lease.ttl_secs, 900);
+        assert_eq!(d.poll.period_secs, 600);
+        assert_eq!(d.poll.max_batches_per_tick, 20);
+        assert_eq!(d.budget.daily, 3000);
+        assert_eq!(d.budget.per_minute, 50);
+        assert_eq!(d.database.url, "sqlite://isir.db");
+        assert_eq!(d.redis.url, None);
+        assert_eq!(d.source.max_body_bytes, 32 * 1024 * 1024);
+        jail.create_file("isir.toml", "[poll]\nperiod_secs = 300\n[database]\nurl = \"postgres://x@h/db\"\n")?;
+        jail.set_env("ISIR_POLL__PERIOD_SECS", "120");
+        jail.set_env("ISIR_REDIS__URL", "redis://127.0.0.1:6379");
+        jail.set_env("ISIR_SOURCE__URL", "http://127.0.0.1:1/x");
+        jail.set_env("ISIR_LOG", "debug");
+        jail.set_env("ISIR_TEST_PG", "postgres://ignored");
+        let s = Settings::load(None).unwrap();
+        assert_eq!(s.poll.period_secs, 120, "environment wins over the file");
+        assert_eq!(s.database.url, "postgres://x@h/db", "file wins over defaults");
+        assert_eq!(s.redis.url.as_deref(), Some("redis://127.0.0.1:6379"));
+        assert_eq!(s.source.url, "http://127.0.0.1:1/x");
+        Ok(())
+    });
+}
+
+#[test]
+fn errors_name_the_key() {
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("ISIR_POLL__PERIOD_SECS", "soon");
+        let e = Settings::load(None).unwrap_err().to_string();
+        assert!(e.contains("poll.period_secs"), "{e}");
+        Ok(())
+    });
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("ISIR_DATABASE__URL", "mysql://x");
+        jail.set_env("ISIR_LEASE__TTL_SECS", "1");
+        let e = Settings::load(None).unwrap_err().to_string();
+        assert!(e.contains("database.url") && e.contains("lease.ttl_secs"), "{e}");
+        Ok(())
+    });
+    figment::Jail::expect_with(|jail| {
+        jail.create_file("isir.toml", "[poll]\nperiod = 5\n")?;
+        let e = Settings::load(None).unwrap_err().to_string();
+        assert!(e.contains("period"), "unknown keys are refused: {e}");
+        Ok(())
+    });
+}

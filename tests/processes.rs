@@ -1,0 +1,203 @@
+//! The real binary as child processes: SIGKILL at random points during a backfill, and
+//! three daemons competing for the lease with SIGSTOP/SIGCONT, kills and a Redis restart.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Backend;
+use isir::lease::Lease;
+use rand::Rng;
+
+fn daemon(env: &[(String, String)], log: &Path) -> Child {
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_isir"))
+        .arg("run")
+        .envs(env.iter().cloned())
+        .env("ISIR_LOG", "info,sqlx=warn")
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success();
+    assert!(ok, "kill {sig}");
+}
+
+fn env_of(s: &isir::config::Settings) -> Vec<(String, String)> {
+    let mut v = vec![
+        ("ISIR_SOURCE__URL".to_string(), s.source.url.clone()),
+        ("ISIR_DATABASE__URL".into(), s.database.url.clone()),
+        ("ISIR_POLL__PERIOD_SECS".into(), s.poll.period_secs.to_string()),
+        ("ISIR_POLL__MAX_BATCHES_PER_TICK".into(), s.poll.max_batches_per_tick.to_string()),
+        ("ISIR_POLL__PAGE_SIZE".into(), s.poll.page_size.to_string()),
+        ("ISIR_LEASE__TTL_SECS".into(), s.lease.ttl_secs.to_string()),
+        ("ISIR_LEASE__KEY".into(), s.lease.key.clone()),
+        ("ISIR_LEASE__EPOCH_KEY".into(), s.lease.epoch_key.clone()),
+        ("ISIR_BUDGET__DAILY".into(), s.budget.daily.to_string()),
+        ("ISIR_BUDGET__PER_MINUTE".into(), s.budget.per_minute.to_string()),
+        ("ISIR_BUDGET__KEY_PREFIX".into(), s.budget.key_prefix.clone()),
+        ("ISIR_SOURCE__RETRY_BACKOFF_MS".into(), "50".into()),
+    ];
+    if let Some(r) = &s.redis.url {
+        v.push(("ISIR_REDIS__URL".into(), r.clone()));
+    }
+    v
+}
+
+fn tail(log: &Path) -> String {
+    let s = std::fs::read_to_string(log).unwrap_or_default();
+    s.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+async fn crash_backfill(b: Backend, kills: usize) {
+    // A source that takes 30 ms an answer, so that a tick lasts and kills land inside it.
+    let (sim, url, _g) = isir::sim::spawn(isir::sim::SimOptions {
+        seed: 21,
+        actions: 60_000,
+        page: 100,
+        daily_limit: None,
+        per_minute_limit: None,
+        latency: Duration::from_millis(30),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let db = common::fresh_db(b).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.period_secs = 1;
+    s.poll.max_batches_per_tick = 30;
+    s.poll.page_size = 100;
+    let env = env_of(&s);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("daemon.log");
+    let store = common::store(&db).await;
+    let mut rng = rand::thread_rng();
+    for _ in 0..kills {
+        let mut child = daemon(&env, &log);
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(100..900))).await;
+        signal(&child, "-KILL");
+        child.wait().unwrap();
+        // A killed holder's lease stays until its TTL; the operator's forced release lets
+        // the next run start at once (its grant fences the dead one anyway).
+        store.lease_force_release(&s.lease.key).await.unwrap();
+    }
+    let mid = store.count_actions().await.unwrap();
+    assert!(mid > 0 && mid < 60_000, "kills must land during the backfill (stored {mid})");
+    // A last run to the end, with no batch limit to speak of.
+    let mut last_env = env.clone();
+    last_env.push(("ISIR_POLL__MAX_BATCHES_PER_TICK".into(), "1000".into()));
+    let mut child = daemon(&last_env, &log);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while store.checkpoint().await.unwrap() != sim.head_id() {
+        assert!(Instant::now() < deadline, "backfill did not finish:\n{}", tail(&log));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    signal(&child, "-TERM");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "graceful stop: {status:?}\n{}", tail(&log));
+    let got = common::all_actions(&store).await;
+    assert_eq!(got.len(), 60_000, "no action lost, none duplicated");
+    assert_eq!(got, sim.truth_all());
+    assert!(tail(&log).contains("lease released"));
+    eprintln!("crash test on {b:?}: {kills} SIGKILLs, {} actions, {mid} stored before the last run", got.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_backfill_sqlite() {
+    crash_backfill(Backend::Sqlite, 25).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_backfill_postgres() {
+    crash_backfill(Backend::Postgres, 15).await;
+}
+
+fn holder_pid(h: &str) -> Option<u32> {
+    h.split(':').nth(1)?.parse().ok()
+}
+
+/// Three daemons on one Redis and one database: one writes; a holder stopped past its
+/// TTL cannot commit when continued; a killed holder is replaced; Redis restarts empty.
+/// The store's epochs show that every epoch's writes form one contiguous run in ID order,
+/// so no stale writer ever committed between newer ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_daemons_one_writer() {
+    let mut redis = common::OwnRedis::start();
+    let (sim, url, _g) = common::sim(12_000, 100, 22).await;
+    let db = common::fresh_db(Backend::Postgres).await;
+    let mut s = common::with_redis(common::settings(&url, &db), &redis.url());
+    s.poll.period_secs = 1;
+    s.poll.max_batches_per_tick = 3;
+    s.poll.page_size = 100;
+    s.lease.ttl_secs = 3;
+    let env = env_of(&s);
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<_> = (0..3).map(|i| dir.path().join(format!("d{i}.log"))).collect();
+    let mut kids: Vec<Child> = logs.iter().map(|l| daemon(&env, l)).collect();
+    let store = common::store(&db).await;
+    let conn = std::sync::Arc::new(isir::redis_conn::RedisConn::new(&redis.url()).unwrap());
+    let lease = Lease::redis(conn.clone(), &s.lease.key, &s.lease.epoch_key, store.clone(), Duration::from_secs(3));
+    let holder = || async {
+        for _ in 0..100 {
+            if let Ok(info) = lease.show().await {
+                if let Some(pid) = info.holder.as_deref().and_then(holder_pid) {
+                    return pid;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("nobody took the lease");
+    };
+    let all_logs = |logs: &[std::path::PathBuf]| logs.iter().map(|l| tail(l)).collect::<Vec<_>>().join("\n---\n");
+
+    // 1. Pause the holder past its TTL, let another take over, then continue it.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let h1 = holder().await;
+    let k1 = kids.iter().position(|k| k.id() == h1).expect("holder is one of ours");
+    signal(&kids[k1], "-STOP");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let h2 = holder().await;
+    assert_ne!(h1, h2, "a paused holder is replaced after its TTL");
+    signal(&kids[k1], "-CONT");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // 2. Kill the current holder; another takes over after the TTL.
+    let h = holder().await;
+    let k = kids.iter().position(|c| c.id() == h).unwrap();
+    signal(&kids[k], "-KILL");
+    kids[k].wait().unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let h3 = holder().await;
+    assert_ne!(h3, h);
+
+    // 3. Redis restarts empty mid-run.
+    redis.restart_empty();
+    kids[k] = daemon(&env, &logs[k]);
+
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while store.checkpoint().await.unwrap() != sim.head_id() {
+        assert!(Instant::now() < deadline, "did not finish:\n{}", all_logs(&logs));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    for k in &kids {
+        signal(k, "-TERM");
+    }
+    for k in &mut kids {
+        k.wait().unwrap();
+    }
+    assert_eq!(common::all_actions(&store).await, sim.truth_all(), "replica equals source");
+    let epochs = store.epochs().await.unwrap();
+    assert!(epochs.len() >= 3, "several grants wrote: {epochs:?}");
+    for w in epochs.windows(2) {
+        assert!(w[0].3 < w[1].2, "epoch {} wrote after epoch {} began: {epochs:?}", w[0].0, w[1].0);
+    }
+    let fenced = logs.iter().map(|l| std::fs::read_to_string(l).unwrap_or_default()).any(|t| {
+        t.contains("lease_lost") || t.contains("renewal refused") || t.contains("lease_not_held")
+    });
+    assert!(fenced, "the continued ex-holder noticed it lost the lease:\n{}", all_logs(&logs));
+}
