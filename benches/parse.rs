@@ -1,1 +1,65 @@
-fn main(){}
+//! Parsing speed: a 1000-record page decoded into typed actions with every `poznamka`
+//! parsed, beside the floor any parser pays (a bare quick-xml event scan that also
+//! unescapes each `poznamka` and scans its events without building anything).
+//!
+//! `cargo bench --bench parse`
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use quick_xml::events::Event;
+use quick_xml::reader::Reader;
+
+use isir::sim::{SimOptions, Simulator};
+use isir::source::parse::parse_data_response;
+use isir::source::write::data_response;
+
+fn page() -> (Vec<u8>, i64) {
+    // A page from the middle of a long stream: all kinds of actions.
+    let sim = Simulator::new(SimOptions { seed: 42, actions: 21_000, ..Default::default() });
+    let all = sim.truth_all();
+    let slice = &all[20_000..21_000];
+    (data_response(slice).into_bytes(), all[19_999].id)
+}
+
+/// The floor: every event of the page, and every event of every unescaped `poznamka`.
+fn bare_scan(body: &[u8]) -> usize {
+    let mut r = Reader::from_reader(body);
+    let mut n = 0usize;
+    let mut in_note = false;
+    loop {
+        match r.read_event().unwrap() {
+            Event::Start(e) => {
+                in_note = e.local_name().as_ref() == b"poznamka";
+                n += 1;
+            }
+            Event::Text(t) if in_note => {
+                let inner = t.unescape().unwrap();
+                let mut ir = Reader::from_str(&inner);
+                loop {
+                    match ir.read_event().unwrap() {
+                        Event::Eof => break,
+                        _ => n += 1,
+                    }
+                }
+            }
+            Event::End(_) => in_note = false,
+            Event::Eof => break,
+            _ => n += 1,
+        }
+    }
+    n
+}
+
+fn bench(c: &mut Criterion) {
+    let (body, after) = page();
+    let parsed = parse_data_response(&body, after).unwrap();
+    assert_eq!(parsed.len(), 1000);
+    eprintln!("page: {} bytes, 1000 records", body.len());
+    let mut g = c.benchmark_group("page_1000");
+    g.throughput(Throughput::Bytes(body.len() as u64));
+    g.bench_function("typed_parse_with_details", |b| b.iter(|| parse_data_response(std::hint::black_box(&body), after).unwrap()));
+    g.bench_function("bare_quick_xml_scan", |b| b.iter(|| bare_scan(std::hint::black_box(&body))));
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -5,8 +5,8 @@
 //! every value verbatim. A page is accepted whole or not at all. It never performs I/O.
 
 use quick_xml::events::{BytesStart, Event};
-use quick_xml::name::{Namespace, QName, ResolveResult};
-use quick_xml::reader::{NsReader, Reader};
+use quick_xml::name::{PrefixDeclaration, QName};
+use quick_xml::reader::Reader;
 
 use super::error::SourceError;
 use super::model::*;
@@ -22,15 +22,6 @@ trait Events<'i> {
 }
 
 impl<'i> Events<'i> for Reader<&'i [u8]> {
-    fn next_event(&mut self) -> quick_xml::Result<Event<'i>> {
-        self.read_event()
-    }
-    fn skip_to_end(&mut self, name: QName) -> quick_xml::Result<()> {
-        self.read_to_end(name).map(|_| ())
-    }
-}
-
-impl<'i> Events<'i> for NsReader<&'i [u8]> {
     fn next_event(&mut self) -> quick_xml::Result<Event<'i>> {
         self.read_event()
     }
@@ -161,10 +152,11 @@ pub fn parse_last_id_response(body: &[u8]) -> Result<i64, SourceError> {
 }
 
 fn parse_envelope(body: &[u8], expect: Expect) -> Result<Answer, SourceError> {
-    let mut r = NsReader::from_reader(body);
+    let mut r = Reader::from_reader(body);
     r.config_mut().expand_empty_elements = true;
     let mut in_envelope = false;
-    match envelope(&mut r, expect, &mut in_envelope) {
+    let mut ns = Bindings::default();
+    match envelope(&mut r, &mut ns, expect, &mut in_envelope) {
         Ok(a) => Ok(a),
         Err(Outcome::Source(e)) => Err(e),
         Err(Outcome::Xml(e)) => {
@@ -207,21 +199,41 @@ fn invalid(msg: impl Into<String>) -> Outcome {
     Outcome::Source(SourceError::Invalid(msg.into()))
 }
 
-fn is_ns(res: &ResolveResult, ns: &str) -> bool {
-    matches!(res, ResolveResult::Bound(Namespace(n)) if *n == ns.as_bytes())
+/// Namespace bindings declared on the envelope's outer elements (Envelope, Header or
+/// Body, the answer's wrapper). Children of the wrapper are unqualified, so only these
+/// few levels need resolving; a full namespace-tracking reader would cost every event.
+#[derive(Default)]
+struct Bindings {
+    /// (prefix, URI); the empty prefix is the default namespace. Later ones win.
+    decl: Vec<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Bindings {
+    /// Records the element's declarations and tells whether it is in namespace `uri`.
+    fn is_in(&mut self, e: &BytesStart, uri: &str) -> bool {
+        for a in e.attributes().flatten() {
+            match a.key.as_namespace_binding() {
+                Some(PrefixDeclaration::Default) => self.decl.push((Vec::new(), a.value.to_vec())),
+                Some(PrefixDeclaration::Named(p)) => self.decl.push((p.to_vec(), a.value.to_vec())),
+                None => {}
+            }
+        }
+        let name = e.name();
+        let prefix: &[u8] = name.prefix().map(|p| p.into_inner()).unwrap_or(b"");
+        self.decl.iter().rev().find(|(p, _)| p.as_slice() == prefix).is_some_and(|(_, u)| u.as_slice() == uri.as_bytes())
+    }
 }
 
 fn local(e: &BytesStart) -> String {
     String::from_utf8_lossy(e.local_name().as_ref()).into_owned()
 }
 
-fn envelope(r: &mut NsReader<&[u8]>, expect: Expect, in_envelope: &mut bool) -> Result<Answer, Outcome> {
+fn envelope(r: &mut Reader<&[u8]>, ns: &mut Bindings, expect: Expect, in_envelope: &mut bool) -> Result<Answer, Outcome> {
     // Prolog, then the Envelope.
     loop {
-        let (res, ev) = r.read_resolved_event()?;
-        match ev {
+        match r.read_event()? {
             Event::Start(e) => {
-                if e.local_name().as_ref() == b"Envelope" && is_ns(&res, SOAP_ENV_NS) {
+                if e.local_name().as_ref() == b"Envelope" && ns.is_in(&e, SOAP_ENV_NS) {
                     *in_envelope = true;
                     break;
                 }
@@ -236,9 +248,8 @@ fn envelope(r: &mut NsReader<&[u8]>, expect: Expect, in_envelope: &mut bool) -> 
     }
     // Header (skipped), then Body.
     loop {
-        let (res, ev) = r.read_resolved_event()?;
-        match ev {
-            Event::Start(e) if e.local_name().as_ref() == b"Body" && is_ns(&res, SOAP_ENV_NS) => break,
+        match r.read_event()? {
+            Event::Start(e) if e.local_name().as_ref() == b"Body" && ns.is_in(&e, SOAP_ENV_NS) => break,
             Event::Start(e) if e.local_name().as_ref() == b"Header" => r.read_to_end(e.name()).map(|_| ())?,
             Event::Start(e) => return Err(invalid(format!("unexpected <{}> in the SOAP envelope", local(&e)))),
             Event::End(_) => return Err(invalid("SOAP envelope without a Body")),
@@ -249,12 +260,11 @@ fn envelope(r: &mut NsReader<&[u8]>, expect: Expect, in_envelope: &mut bool) -> 
     }
     // The one element inside Body.
     let answer = loop {
-        let (res, ev) = r.read_resolved_event()?;
-        match ev {
-            Event::Start(e) if e.local_name().as_ref() == b"Fault" && is_ns(&res, SOAP_ENV_NS) => {
+        match r.read_event()? {
+            Event::Start(e) if e.local_name().as_ref() == b"Fault" && ns.is_in(&e, SOAP_ENV_NS) => {
                 return Err(fault(r));
             }
-            Event::Start(e) if e.local_name().as_ref() == expect.wrapper() && is_ns(&res, TYPES_NS) => {
+            Event::Start(e) if e.local_name().as_ref() == expect.wrapper() && ns.is_in(&e, TYPES_NS) => {
                 break wrapper(r, expect)?;
             }
             Event::Start(e) => {
@@ -289,7 +299,7 @@ fn envelope(r: &mut NsReader<&[u8]>, expect: Expect, in_envelope: &mut bool) -> 
     Ok(answer)
 }
 
-fn fault(r: &mut NsReader<&[u8]>) -> Outcome {
+fn fault(r: &mut Reader<&[u8]>) -> Outcome {
     let mut code = None;
     let mut text = None;
     let res: Result<(), XmlError> = (|| loop {
@@ -312,8 +322,8 @@ fn fault(r: &mut NsReader<&[u8]>) -> Outcome {
     }
 }
 
-fn wrapper(r: &mut NsReader<&[u8]>, expect: Expect) -> Result<Answer, Outcome> {
-    let mut records = Vec::new();
+fn wrapper(r: &mut Reader<&[u8]>, expect: Expect) -> Result<Answer, Outcome> {
+    let mut records = Vec::with_capacity(if expect == Expect::Data { 1000 } else { 0 });
     let mut last_id: Option<i64> = None;
     let mut status: Option<Status> = None;
     loop {
@@ -356,7 +366,7 @@ fn wrapper(r: &mut NsReader<&[u8]>, expect: Expect) -> Result<Answer, Outcome> {
     })
 }
 
-fn status_block(r: &mut NsReader<&[u8]>) -> Result<Status, Outcome> {
+fn status_block(r: &mut Reader<&[u8]>) -> Result<Status, Outcome> {
     let mut s = Status::default();
     loop {
         match r.read_event()? {
@@ -373,7 +383,7 @@ fn status_block(r: &mut NsReader<&[u8]>) -> Result<Status, Outcome> {
     }
 }
 
-fn record(r: &mut NsReader<&[u8]>) -> Result<Record, Outcome> {
+fn record(r: &mut Reader<&[u8]>) -> Result<Record, Outcome> {
     let mut id: Option<String> = None;
     let mut created = None;
     let mut published = None;

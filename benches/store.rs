@@ -1,0 +1,66 @@
+//! Storing pages: 1000-action pages written with their checkpoint, one transaction each,
+//! on SQLite and PostgreSQL. Prints actions per second.
+//!
+//! `cargo bench --bench store` (PostgreSQL from ISIR_TEST_PG, default the local one).
+//! Under `cargo test --benches` it runs a small smoke version.
+
+use std::time::Instant;
+
+use isir::sim::{SimOptions, Simulator};
+use isir::source::parse::parse_data_response;
+use isir::source::write::data_response;
+use isir::source::Page;
+use isir::store::Store;
+use sqlx::Connection;
+
+fn pages(n: usize) -> Vec<Page> {
+    let sim = Simulator::new(SimOptions { seed: 5, actions: n * 1000, ..Default::default() });
+    let all = sim.truth_all();
+    let mut after = -1;
+    all.chunks(1000)
+        .map(|c| {
+            let p = parse_data_response(data_response(c).as_bytes(), after).unwrap();
+            after = p.last_id().unwrap();
+            p
+        })
+        .collect()
+}
+
+async fn run(store: &Store, pages: &[Page]) -> f64 {
+    let epoch = store.register_epoch(1).await.unwrap();
+    let mut checkpoint = None;
+    let t = Instant::now();
+    for p in pages {
+        store.write_page(epoch, checkpoint, p).await.unwrap();
+        checkpoint = p.last_id();
+    }
+    let secs = t.elapsed().as_secs_f64();
+    (pages.len() * 1000) as f64 / secs
+}
+
+fn main() {
+    let quick = std::env::args().all(|a| a != "--bench");
+    let n = if quick { 3 } else { 100 };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let pages = pages(n);
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = Store::connect(&format!("sqlite://{}", dir.path().join("b.db").display()), 5).await.unwrap();
+        sqlite.migrate().await.unwrap();
+        let r = run(&sqlite, &pages).await;
+        println!("store/sqlite: {n} pages of 1000 actions: {r:.0} actions/s");
+
+        let admin = std::env::var("ISIR_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let mut c = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL for the bench (ISIR_TEST_PG)");
+        let name = format!("isir_bench_{}", std::process::id());
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name}")).execute(&mut c).await.unwrap();
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut c).await.unwrap();
+        let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+        let pg = Store::connect(&url, 5).await.unwrap();
+        pg.migrate().await.unwrap();
+        let r = run(&pg, &pages).await;
+        println!("store/postgres: {n} pages of 1000 actions: {r:.0} actions/s");
+        pg.close().await;
+        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)")).execute(&mut c).await.unwrap();
+    });
+}
