@@ -79,6 +79,42 @@ pub enum Command {
         #[command(subcommand)]
         cmd: CheckpointCmd,
     },
+    /// The projections: status, catch up, rebuild, verify.
+    Project {
+        #[command(subcommand)]
+        cmd: ProjectCmd,
+    },
+    /// The feed's phase (off, ingest, project, serve), stored in the database.
+    Phase {
+        #[command(subcommand)]
+        cmd: PhaseCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProjectCmd {
+    /// Each builder's cursor, lag and counters.
+    Status,
+    /// Apply everything the replica holds now.
+    CatchUp { name: Option<String> },
+    /// Build a new version side by side from the first action and swap it in.
+    Rebuild { name: Option<String> },
+    /// Recompute a random sample of cases from the replica and compare.
+    Verify {
+        #[arg(long, default_value_t = 100)]
+        sample: usize,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum PhaseCmd {
+    Get,
+    /// Move to a phase. Moving up checks the next phase's precondition unless --force.
+    Set {
+        phase: String,
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -166,7 +202,7 @@ impl SimArgs {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ISIR_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=error"));
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
 
@@ -251,10 +287,102 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     0
                 }
                 Command::Checkpoint { cmd } => checkpoint(&app, cmd).await?,
+                Command::Project { cmd } => project(&app, cmd).await?,
+                Command::Phase { cmd } => phase(&app, cmd).await?,
                 Command::Sim(_) | Command::Demo { .. } => unreachable!(),
             };
             app.store.close().await;
             Ok(code)
+        }
+    }
+}
+
+const CHUNK: i64 = 5000;
+
+async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
+    use crate::projection;
+    let names = |n: Option<String>| -> Vec<String> {
+        n.map(|n| vec![n]).unwrap_or_else(|| projection::NAMES.iter().map(|s| s.to_string()).collect())
+    };
+    match cmd {
+        ProjectCmd::Status => {
+            projection::ensure_all(&app.store).await?;
+            let head = app.store.checkpoint().await?.unwrap_or(-1);
+            for m in projection::metas(&app.store).await? {
+                println!(
+                    "{:<16} v{} cursor {:>12} lag {:>10} IDs  applied {} unknown codes {} other unknown {} unparsed {} erased {}{}",
+                    m.name,
+                    m.version,
+                    m.cursor,
+                    (head - m.cursor).max(0),
+                    m.counts.applied,
+                    m.counts.unknown_codes,
+                    m.counts.unknown_other,
+                    m.counts.unparsed,
+                    m.counts.erased,
+                    m.error.map(|e| format!("  STOPPED: {e}")).unwrap_or_default()
+                );
+            }
+            Ok(0)
+        }
+        ProjectCmd::CatchUp { name } => {
+            for n in names(name) {
+                let m = projection::catch_up(&app.store, &n, CHUNK).await?;
+                println!("{n}: cursor {}", m.cursor);
+            }
+            Ok(0)
+        }
+        ProjectCmd::Rebuild { name } => {
+            for n in names(name) {
+                let t = std::time::Instant::now();
+                let m = projection::rebuild(&app.store, &n, CHUNK).await?;
+                println!("{n}: version {} swapped in at cursor {} after {:.1} s", m.version, m.cursor, t.elapsed().as_secs_f64());
+            }
+            Ok(0)
+        }
+        ProjectCmd::Verify { sample } => {
+            let r = projection::verify::verify(&app.store, sample, None).await?;
+            for d in &r.differences {
+                println!("DIFF {d}");
+            }
+            println!("verified {} cases: {} differences", r.checked, r.differences.len());
+            Ok(if r.clean() { 0 } else { 1 })
+        }
+    }
+}
+
+async fn phase(app: &App, cmd: PhaseCmd) -> anyhow::Result<i32> {
+    use crate::phase::Phase;
+    let current = app.store.setting("phase").await?.and_then(|p| Phase::parse(&p)).unwrap_or(Phase::Off);
+    match cmd {
+        PhaseCmd::Get => {
+            println!("{}", current.as_str());
+            Ok(0)
+        }
+        PhaseCmd::Set { phase, force } => {
+            let Some(to) = Phase::parse(&phase) else {
+                anyhow::bail!("unknown phase {phase:?}: one of off, ingest, project, serve");
+            };
+            if to > current && !force {
+                if to >= Phase::Serve {
+                    crate::projection::ensure_all(&app.store).await?;
+                    let head = app.store.checkpoint().await?.unwrap_or(-1);
+                    let lag = crate::projection::metas(&app.store).await?.iter().map(|m| head - m.cursor).max().unwrap_or(0);
+                    if lag > 10_000 {
+                        eprintln!("refused: the projections are {lag} IDs behind the replica (at most 10000); run `isir project catch-up` or use --force");
+                        return Ok(2);
+                    }
+                    let r = crate::projection::verify::verify(&app.store, 100, None).await?;
+                    if !r.clean() {
+                        eprintln!("refused: `isir project verify` found {} differences; see `isir project verify`, or use --force", r.differences.len());
+                        return Ok(2);
+                    }
+                }
+            }
+            app.store.set_setting("phase", to.as_str()).await?;
+            tracing::warn!(from = current.as_str(), to = to.as_str(), forced = force, "phase changed");
+            println!("phase {} -> {}", current.as_str(), to.as_str());
+            Ok(0)
         }
     }
 }
@@ -335,6 +463,12 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
     });
     tracing::info!(source = %app.settings.source.url, database = %crate::app::redact(&app.settings.database.url),
         redis = app.redis.is_some(), holder = app.lease.holder(), "daemon started");
+    let projector = tokio::spawn(crate::projector::run(
+        app.store.clone(),
+        poller.stored_signal(),
+        crate::projector::ProjectorOptions { chunk: CHUNK, debounce: Duration::from_secs(1), every: Duration::from_secs(30) },
+        shutdown.clone(),
+    ));
     loop {
         let tick = poller.poll_once_until(&shutdown).await;
         if let (Some(b), Some(head), Some(cp)) = (&bar, tick.head, tick.checkpoint) {
@@ -352,6 +486,7 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
         }
     }
     poller.release().await;
+    let _ = projector.await;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -368,6 +503,7 @@ async fn demo(config: Option<PathBuf>, actions: usize, period: u64, live_rate: f
     settings.redis.url = None;
     settings.poll.period_secs = period;
     settings.poll.head_check_secs = 60;
+    settings.phase.initial = "project".into();
     settings.validate()?;
     let app = App::build(settings).await?;
     println!("isir demo: a simulated register of {actions} actions (+{live_rate}/s) at {url}");

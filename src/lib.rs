@@ -16,3 +16,5 @@ pub mod redis_conn;
 pub mod app;
 pub mod cli;
 pub mod status;
+pub mod projection;
+pub mod projector;

@@ -316,7 +316,7 @@ impl Poller {
             t.checkpoint = checkpoint;
             t.pages += 1;
             t.actions += page.len() as u64;
-            self.stored.notify_waiters();
+            self.stored.notify_one();
             let last = checkpoint.unwrap_or(after);
             // At or past the known head: done for now. A short page below the head is not
             // the end (page sizes mid-stream are not guaranteed).

@@ -298,20 +298,23 @@ impl Store {
                 .fetch_all(p)
                 .await?
                 .into_iter()
-                .map(|r| {
-                    Ok(Action {
-                        id: r.try_get(0)?,
-                        created: r.try_get(1)?,
-                        published: r.try_get(2)?,
-                        document_url: r.try_get(3)?,
-                        case_number: r.try_get(4)?,
-                        type_code: r.try_get(5)?,
-                        type_name: r.try_get(6)?,
-                        section: r.try_get(7)?,
-                        number_in_section: r.try_get(8)?,
-                        note: r.try_get(9)?,
-                    })
-                })
+                .map(|r| row_action(&r))
+                .collect::<Result<Vec<_>, sqlx::Error>>()?
+        });
+        Ok(rows)
+    }
+
+    /// The stored actions of one case up to `upto`, in ID order.
+    pub async fn actions_of_case(&self, case_number: &str, upto: i64) -> Result<Vec<Action>, StoreError> {
+        let sql = format!("SELECT {ACTION_COLUMNS} FROM actions WHERE case_number = $1 AND id <= $2 ORDER BY id");
+        let rows = both!(self, |p| {
+            sqlx::query(&sql)
+                .bind(case_number)
+                .bind(upto)
+                .fetch_all(p)
+                .await?
+                .into_iter()
+                .map(|r| row_action(&r))
                 .collect::<Result<Vec<_>, sqlx::Error>>()?
         });
         Ok(rows)
@@ -509,6 +512,28 @@ impl Store {
             .rows_affected());
         Ok(self.setting(key).await?.unwrap_or_else(|| value.to_string()))
     }
+}
+
+fn row_action<R: Row>(r: &R) -> Result<Action, sqlx::Error>
+where
+    usize: sqlx::ColumnIndex<R>,
+    for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<i64>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+{
+    Ok(Action {
+        id: r.try_get(0)?,
+        created: r.try_get(1)?,
+        published: r.try_get(2)?,
+        document_url: r.try_get(3)?,
+        case_number: r.try_get(4)?,
+        type_code: r.try_get(5)?,
+        type_name: r.try_get(6)?,
+        section: r.try_get(7)?,
+        number_in_section: r.try_get(8)?,
+        note: r.try_get(9)?,
+    })
 }
 
 /// Days older than a week before `day` are pruned (ISO dates compare as text).

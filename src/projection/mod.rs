@@ -1,0 +1,373 @@
+//! Projections: what readers read, built from the replica by single-writer builders, each
+//! with its own cursor (`proj_meta`), moved in the same transaction as its changes.
+//!
+//! `cases`, `parties` and `timeline` are one builder per file; `sql` is the dual back-end
+//! layer; `fold` the search keys. Each builder's tables are versioned (`cases_v1`) behind
+//! a view (`cases`): a rebuild fills the next version side by side and swaps the views in
+//! one transaction, so readers never see a half-built projection. Builders read the
+//! replica and never write it; they never skip an action silently: one they cannot apply
+//! stops the builder at that action with the reason in `proj_meta.error`.
+
+pub mod cases;
+pub mod fold;
+pub mod parties;
+pub mod sql;
+pub mod timeline;
+pub mod verify;
+
+use serde::Serialize;
+
+use crate::source::model::Record;
+use crate::source::parse::note_of;
+use crate::store::{now_ms, Store};
+use sql::{Tx, Val};
+
+/// The builders, in the order the daemon runs them.
+pub const NAMES: [&str; 3] = ["cases", "parties", "timeline"];
+
+/// What a step found beside the normal.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Counts {
+    pub applied: i64,
+    pub unknown_codes: i64,
+    pub unknown_other: i64,
+    pub unparsed: i64,
+    pub erased: i64,
+}
+
+impl Counts {
+    fn add(&mut self, o: &Counts) {
+        self.applied += o.applied;
+        self.unknown_codes += o.unknown_codes;
+        self.unknown_other += o.unknown_other;
+        self.unparsed += o.unparsed;
+        self.erased += o.erased;
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectionError {
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("cannot apply action {id}: {why}")]
+    Action { id: i64, why: String },
+    #[error("builder {0} is not known (cases, parties, timeline)")]
+    Unknown(String),
+    #[error("another process moved the {name} cursor (expected {expected}, found {found}); this step was not applied")]
+    Concurrent { name: String, expected: i64, found: i64 },
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// The contract of one builder.
+#[async_trait::async_trait]
+pub trait Builder: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// Base names of its tables (each read through a view of that name).
+    fn tables(&self) -> &'static [&'static str];
+    /// CREATE statements for version `v`.
+    fn ddl(&self, v: i64, pg: bool) -> Vec<String>;
+    /// Fills a new version with what it starts from (e.g. the seeded code list).
+    async fn seed(&self, _tx: &mut Tx, _v: i64) -> Result<(), ProjectionError> {
+        Ok(())
+    }
+    /// Applies records (in ID order) to version `v`.
+    async fn apply(&self, tx: &mut Tx, v: i64, recs: &[Record], counts: &mut Counts) -> Result<(), ProjectionError>;
+}
+
+pub fn builder(name: &str) -> Result<Box<dyn Builder>, ProjectionError> {
+    Ok(match name {
+        "cases" => Box::new(cases::Cases),
+        "parties" => Box::new(parties::Parties),
+        "timeline" => Box::new(timeline::Timeline),
+        other => return Err(ProjectionError::Unknown(other.to_string())),
+    })
+}
+
+/// A builder's state as `proj_meta` holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Meta {
+    pub name: String,
+    pub cursor: i64,
+    pub version: i64,
+    pub counts: Counts,
+    pub updated_at: i64,
+    pub error: Option<String>,
+}
+
+const START: i64 = -1;
+
+async fn read_meta(tx: &mut Tx, key: &str) -> Result<Option<Meta>, ProjectionError> {
+    read_meta_with(tx, key, true).await
+}
+
+async fn read_meta_with(tx: &mut Tx, key: &str, for_update: bool) -> Result<Option<Meta>, ProjectionError> {
+    let lock = if for_update { tx.lock() } else { "" };
+    let rows = tx
+        .texts(
+            &format!(
+                "SELECT CAST(cursor AS TEXT) || '|' || CAST(version AS TEXT) || '|' || CAST(applied AS TEXT) || '|' || \
+                 CAST(unknown_codes AS TEXT) || '|' || CAST(unknown_other AS TEXT) || '|' || CAST(unparsed AS TEXT) || '|' || \
+                 CAST(erased AS TEXT) || '|' || CAST(updated_at AS TEXT) || '|' || COALESCE(error, '') FROM proj_meta WHERE name = $1{lock}"
+            ),
+            &[key.into()],
+        )
+        .await?;
+    Ok(rows.first().map(|r| {
+        let f: Vec<&str> = r.splitn(9, '|').collect();
+        let n = |i: usize| f.get(i).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
+        Meta {
+            name: key.to_string(),
+            cursor: n(0),
+            version: n(1),
+            counts: Counts { applied: n(2), unknown_codes: n(3), unknown_other: n(4), unparsed: n(5), erased: n(6) },
+            updated_at: n(7),
+            error: f.get(8).filter(|s| !s.is_empty()).map(|s| s.to_string()),
+        }
+    }))
+}
+
+async fn write_meta(tx: &mut Tx, m: &Meta) -> Result<(), ProjectionError> {
+    tx.upsert(
+        "proj_meta",
+        &["name", "cursor", "applied", "unknown_codes", "unknown_other", "unparsed", "erased", "updated_at", "error", "version"],
+        &["name"],
+        &[vec![
+            m.name.as_str().into(),
+            m.cursor.into(),
+            m.counts.applied.into(),
+            m.counts.unknown_codes.into(),
+            m.counts.unknown_other.into(),
+            m.counts.unparsed.into(),
+            m.counts.erased.into(),
+            now_ms().into(),
+            m.error.clone().into(),
+            m.version.into(),
+        ]],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn create_version(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
+    for t in b.tables() {
+        tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{v}"), &[]).await?;
+    }
+    for stmt in b.ddl(v, tx.is_postgres()) {
+        tx.exec(&stmt, &[]).await?;
+    }
+    b.seed(tx, v).await
+}
+
+async fn point_views(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
+    for t in b.tables() {
+        tx.exec(&format!("DROP VIEW IF EXISTS {t}"), &[]).await?;
+        tx.exec(&format!("CREATE VIEW {t} AS SELECT * FROM {t}_v{v}"), &[]).await?;
+    }
+    Ok(())
+}
+
+/// Creates a builder's first version and views if they do not exist yet.
+pub async fn ensure(store: &Store, name: &str) -> Result<Meta, ProjectionError> {
+    let b = builder(name)?;
+    let mut tx = Tx::begin(store).await?;
+    let m = match read_meta(&mut tx, name).await? {
+        Some(m) => m,
+        None => {
+            create_version(&mut tx, b.as_ref(), 1).await?;
+            point_views(&mut tx, b.as_ref(), 1).await?;
+            let m = Meta { name: name.into(), cursor: START, version: 1, counts: Counts::default(), updated_at: now_ms(), error: None };
+            write_meta(&mut tx, &m).await?;
+            m
+        }
+    };
+    tx.commit().await?;
+    Ok(m)
+}
+
+pub async fn ensure_all(store: &Store) -> Result<(), ProjectionError> {
+    for n in NAMES {
+        ensure(store, n).await?;
+    }
+    Ok(())
+}
+
+/// Every builder's state (and any rebuild in progress).
+pub async fn metas(store: &Store) -> Result<Vec<Meta>, ProjectionError> {
+    let mut tx = Tx::begin_read(store).await?;
+    let keys = tx.texts("SELECT name FROM proj_meta ORDER BY name", &[]).await?;
+    let mut out = Vec::new();
+    for k in keys {
+        if let Some(m) = read_meta_with(&mut tx, &k, false).await? {
+            out.push(m);
+        }
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+/// Reads the replica after `cursor`, parsing each `poznamka`.
+async fn records_after(store: &Store, cursor: i64, limit: i64) -> Result<Vec<Record>, ProjectionError> {
+    let actions = store.actions_after(cursor, limit).await?;
+    Ok(actions
+        .into_iter()
+        .map(|a| {
+            let detail = note_of(a.note.as_deref());
+            Record { action: a, detail }
+        })
+        .collect())
+}
+
+/// The outcome of one step.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub applied: usize,
+    pub cursor: i64,
+}
+
+/// Applies the next `chunk` actions to the builder stored under `key` (its name, or
+/// `name#next` during a rebuild), moving its cursor in the same transaction.
+pub async fn step(store: &Store, name: &str, key: &str, chunk: i64) -> Result<Step, ProjectionError> {
+    let b = builder(name)?;
+    let start = {
+        let mut tx = Tx::begin_read(store).await?;
+        let m = read_meta_with(&mut tx, key, false).await?.ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
+        tx.commit().await?;
+        m
+    };
+    // Read the replica outside the write transaction: the poller is not held up.
+    let recs = records_after(store, start.cursor, chunk).await?;
+    let Some(last) = recs.last().map(|r| r.action.id) else {
+        return Ok(Step { applied: 0, cursor: start.cursor });
+    };
+    let mut tx = Tx::begin(store).await?;
+    let mut m = read_meta(&mut tx, key).await?.ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
+    if m.cursor != start.cursor {
+        return Err(ProjectionError::Concurrent { name: key.to_string(), expected: start.cursor, found: m.cursor });
+    }
+    let mut counts = Counts::default();
+    if let Err(e) = b.apply(&mut tx, m.version, &recs, &mut counts).await {
+        drop(tx);
+        return Err(pinpoint(store, b.as_ref(), key, &recs, e).await);
+    }
+    counts.applied = recs.len() as i64;
+    m.counts.add(&counts);
+    m.cursor = last;
+    m.error = None;
+    write_meta(&mut tx, &m).await?;
+    tx.commit().await?;
+    Ok(Step { applied: recs.len(), cursor: last })
+}
+
+/// A chunk failed: apply its actions one by one so that those before the culprit are
+/// kept and the culprit is named; record why in `proj_meta.error`; the cursor stays
+/// before the culprit.
+async fn pinpoint(store: &Store, b: &dyn Builder, key: &str, recs: &[Record], first: ProjectionError) -> ProjectionError {
+    let mut culprit = (recs.first().map(|r| r.action.id).unwrap_or(-1), first);
+    if recs.len() > 1 {
+        for r in recs {
+            let res: Result<(), ProjectionError> = async {
+                let mut tx = Tx::begin(store).await?;
+                let mut m = read_meta(&mut tx, key).await?.ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
+                let mut counts = Counts::default();
+                b.apply(&mut tx, m.version, std::slice::from_ref(r), &mut counts).await?;
+                counts.applied = 1;
+                m.counts.add(&counts);
+                m.cursor = r.action.id;
+                write_meta(&mut tx, &m).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+            .await;
+            if let Err(e) = res {
+                culprit = (r.action.id, e);
+                break;
+            }
+        }
+    }
+    let err = ProjectionError::Action { id: culprit.0, why: culprit.1.to_string() };
+    let recorded: Result<(), ProjectionError> = async {
+        let mut tx = Tx::begin(store).await?;
+        if let Some(mut m) = read_meta(&mut tx, key).await? {
+            m.error = Some(err.to_string());
+            write_meta(&mut tx, &m).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+    .await;
+    if let Err(e) = recorded {
+        tracing::warn!(error = %e, "could not record the builder's error");
+    }
+    tracing::error!(builder = key, error = %err, "projection builder stopped");
+    err
+}
+
+/// Steps until the builder has applied everything the replica holds now.
+pub async fn catch_up(store: &Store, name: &str, chunk: i64) -> Result<Meta, ProjectionError> {
+    ensure(store, name).await?;
+    loop {
+        let s = step(store, name, name, chunk).await?;
+        if s.applied == 0 {
+            break;
+        }
+    }
+    let ms = metas(store).await?;
+    Ok(ms.into_iter().find(|m| m.name == name).expect("ensured"))
+}
+
+/// Builds the next version of `name` side by side from the first action, then swaps the
+/// views and the cursor in one transaction and drops the old version.
+pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, ProjectionError> {
+    let b = builder(name)?;
+    let live = ensure(store, name).await?;
+    let next_key = format!("{name}#next");
+    let v = live.version + 1;
+    {
+        let mut tx = Tx::begin(store).await?;
+        create_version(&mut tx, b.as_ref(), v).await?;
+        let m = Meta { name: next_key.clone(), cursor: START, version: v, counts: Counts::default(), updated_at: now_ms(), error: None };
+        write_meta(&mut tx, &m).await?;
+        tx.commit().await?;
+    }
+    finish_rebuild(store, name, chunk).await
+}
+
+async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, ProjectionError> {
+    let b = builder(name)?;
+    let next_key = format!("{name}#next");
+    loop {
+        loop {
+            let s = step(store, name, &next_key, chunk).await?;
+            if s.applied == 0 {
+                break;
+            }
+        }
+        // Swap the views and the cursor in one transaction, if nothing new arrived.
+        let mut tx = Tx::begin(store).await?;
+        let mut next = read_meta(&mut tx, &next_key).await?.expect("next meta");
+        let old = read_meta(&mut tx, name).await?.expect("live meta");
+        let head: i64 = tx.int("SELECT COALESCE(MAX(id), -1) FROM actions", &[]).await?.unwrap_or(-1);
+        if head > next.cursor {
+            drop(tx);
+            continue;
+        }
+        point_views(&mut tx, b.as_ref(), next.version).await?;
+        next.name = name.to_string();
+        write_meta(&mut tx, &next).await?;
+        tx.exec("DELETE FROM proj_meta WHERE name = $1", &[next_key.as_str().into()]).await?;
+        for t in b.tables() {
+            tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{}", old.version), &[]).await?;
+        }
+        tx.commit().await?;
+        tracing::info!(builder = name, version = next.version, cursor = next.cursor, "projection rebuilt and swapped in");
+        return Ok(next);
+    }
+}
+
+/// Binds for an IN list.
+pub fn texts_in(keys: &[String]) -> Vec<Val> {
+    keys.iter().map(|k| Val::T(Some(k.clone()))).collect()
+}

@@ -1,0 +1,281 @@
+//! The parties projection: every person of every case, keyed by (case, origin court,
+//! person ID), the latest action winning for each field, with its history per action,
+//! and the search keys (IČO, birth number, a name key without case and diacritics).
+//!
+//! Owns `parties_vN`, `party_history_vN` and `erasures_vN`. On a § 425 erasure it deletes
+//! the debtors' rows and history (their person ID itself is built from name and birth
+//! date) in the same step, records the erasure, and keeps every later debtor action of
+//! that case out.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::cases::ERASURE_TYPES;
+use super::fold::{ico_key, name_key, rc_key};
+use super::sql::{placeholders, Tx, Val};
+use super::{texts_in, Builder, Counts, ProjectionError};
+use crate::source::model::{Address, Note, Person, Record};
+
+pub const KNOWN_ROLES: &[&str] = &["DLUŽNÍK", "VĚŘITEL", "VĚŘIT-NAVR", "SPRÁVCE"];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PartyDoc {
+    pub case_number: String,
+    pub court: String,
+    pub person_id: String,
+    pub role: Option<String>,
+    pub administrator_kind: Option<String>,
+    pub kind: Option<String>,
+    pub name: Option<String>,
+    pub trade_name: Option<String>,
+    pub first_name: Option<String>,
+    pub title_before: Option<String>,
+    pub title_after: Option<String>,
+    pub legal_form: Option<String>,
+    pub ico: Option<String>,
+    pub dic: Option<String>,
+    pub birth_number: Option<String>,
+    pub birth_date: Option<String>,
+    pub addresses: Vec<Address>,
+    /// `datumOsobaVeVeciZrusena`: no longer a party from this date.
+    pub left_case: Option<String>,
+    pub first_action_id: i64,
+    pub latest_action_id: i64,
+}
+
+fn win(slot: &mut Option<String>, v: &Option<String>) {
+    if v.is_some() {
+        *slot = v.clone();
+    }
+}
+
+impl PartyDoc {
+    fn key(&self) -> (String, String, String) {
+        (self.case_number.clone(), self.court.clone(), self.person_id.clone())
+    }
+
+    pub fn is_debtor(&self) -> bool {
+        self.role.as_deref() == Some("DLUŽNÍK")
+    }
+
+    fn merge(&mut self, p: &Person, action_id: i64) {
+        win(&mut self.role, &p.role);
+        win(&mut self.administrator_kind, &p.administrator_kind);
+        win(&mut self.kind, &p.kind);
+        win(&mut self.name, &p.name);
+        win(&mut self.trade_name, &p.trade_name);
+        win(&mut self.first_name, &p.first_name);
+        win(&mut self.title_before, &p.title_before);
+        win(&mut self.title_after, &p.title_after);
+        win(&mut self.legal_form, &p.legal_form);
+        win(&mut self.ico, &p.ico);
+        win(&mut self.dic, &p.dic);
+        win(&mut self.birth_number, &p.birth_number);
+        win(&mut self.birth_date, &p.birth_date);
+        win(&mut self.left_case, &p.left_case);
+        if !p.addresses.is_empty() {
+            self.addresses = p.addresses.clone();
+        }
+        self.latest_action_id = action_id;
+    }
+
+}
+
+/// Recomputes the parties of the given records (one or more whole cases, in ID order).
+pub fn fold(recs: &[Record]) -> BTreeMap<(String, String, String), PartyDoc> {
+    let mut docs = BTreeMap::new();
+    let mut erased = HashSet::new();
+    let mut c = Counts::default();
+    let mut hist = Vec::new();
+    for r in recs {
+        apply_one(r, &mut docs, &mut erased, &mut c, &mut hist, &mut Vec::new(), &mut Vec::new());
+    }
+    docs
+}
+
+type Key = (String, String, String);
+
+fn apply_one(
+    r: &Record,
+    docs: &mut BTreeMap<Key, PartyDoc>,
+    erased: &mut HashSet<String>,
+    counts: &mut Counts,
+    history: &mut Vec<(Key, i64, String)>,
+    new_erasures: &mut Vec<(String, i64, String)>,
+    deleted: &mut Vec<Key>,
+) {
+    let a = &r.action;
+    let d = match &r.detail {
+        Note::Parsed(d) => d,
+        Note::Unparsed { .. } => {
+            counts.unparsed += 1;
+            return;
+        }
+        Note::Absent => return,
+    };
+    if let Some(p) = &d.person {
+        let court = d.origin.clone().unwrap_or_default();
+        let key = (a.case_number.clone(), court.clone(), p.id.clone());
+        if p.role.as_deref().is_some_and(|r| !KNOWN_ROLES.contains(&r)) {
+            counts.unknown_other += 1;
+        }
+        let was_debtor = docs.get(&key).is_some_and(PartyDoc::is_debtor);
+        if erased.contains(&a.case_number) && (was_debtor || p.role.as_deref() == Some("DLUŽNÍK")) {
+            // A debtor of an erased case: nothing of it is kept.
+            if docs.remove(&key).is_some() {
+                deleted.push(key);
+            }
+        } else {
+            let doc = docs.entry(key.clone()).or_insert_with(|| PartyDoc {
+                case_number: a.case_number.clone(),
+                court,
+                person_id: p.id.clone(),
+                first_action_id: a.id,
+                ..Default::default()
+            });
+            doc.merge(p, a.id);
+            history.push((key, a.id, serde_json::to_string(p).unwrap_or_default()));
+        }
+    }
+    if ERASURE_TYPES.contains(&a.type_code.as_str()) || d.struck_out.is_some() {
+        if erased.insert(a.case_number.clone()) {
+            counts.erased += 1;
+            new_erasures.push((a.case_number.clone(), a.id, d.struck_out.clone().unwrap_or_default()));
+        }
+        let gone: Vec<Key> = docs.iter().filter(|(_, x)| x.case_number == a.case_number && x.is_debtor()).map(|(k, _)| k.clone()).collect();
+        for k in gone {
+            docs.remove(&k);
+            history.retain(|(hk, _, _)| *hk != k);
+            deleted.push(k);
+        }
+    }
+}
+
+pub struct Parties;
+
+#[async_trait::async_trait]
+impl Builder for Parties {
+    fn name(&self) -> &'static str {
+        "parties"
+    }
+
+    fn tables(&self) -> &'static [&'static str] {
+        &["parties", "party_history", "erasures"]
+    }
+
+    fn ddl(&self, v: i64, pg: bool) -> Vec<String> {
+        let _ = pg;
+        vec![
+            format!(
+                "CREATE TABLE parties_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
+                 role TEXT, kind TEXT, ico TEXT, rc TEXT, name_key TEXT, latest_action_id BIGINT NOT NULL, \
+                 doc TEXT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
+            ),
+            format!("CREATE INDEX parties_v{v}_ico ON parties_v{v} (ico)"),
+            format!("CREATE INDEX parties_v{v}_rc ON parties_v{v} (rc)"),
+            format!("CREATE INDEX parties_v{v}_name ON parties_v{v} (name_key)"),
+            format!(
+                "CREATE TABLE party_history_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
+                 action_id BIGINT NOT NULL, person TEXT NOT NULL, PRIMARY KEY (case_number, court, person_id, action_id))"
+            ),
+            format!(
+                "CREATE TABLE erasures_v{v} (case_number TEXT PRIMARY KEY, action_id BIGINT NOT NULL, struck_out TEXT NOT NULL)"
+            ),
+        ]
+    }
+
+    async fn apply(&self, tx: &mut Tx, v: i64, recs: &[Record], counts: &mut Counts) -> Result<(), ProjectionError> {
+        // The cases this chunk touches, and which of them are already erased.
+        let mut cases: Vec<String> = recs.iter().map(|r| r.action.case_number.clone()).collect();
+        cases.sort();
+        cases.dedup();
+        let mut erased: HashSet<String> = HashSet::new();
+        let mut docs: BTreeMap<Key, PartyDoc> = BTreeMap::new();
+        // Load every party of the touched cases that a person or erasure action concerns.
+        let need: Vec<String> = recs
+            .iter()
+            .filter(|r| match &r.detail {
+                Note::Parsed(d) => d.person.is_some() || d.struck_out.is_some() || ERASURE_TYPES.contains(&r.action.type_code.as_str()),
+                _ => false,
+            })
+            .map(|r| r.action.case_number.clone())
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        for chunk in cases.chunks(5000) {
+            let sql = format!("SELECT case_number FROM erasures_v{v} WHERE case_number IN ({})", placeholders(1, chunk.len()));
+            erased.extend(tx.texts(&sql, &texts_in(chunk)).await?);
+        }
+        for chunk in need.chunks(5000) {
+            let sql = format!("SELECT doc FROM parties_v{v} WHERE case_number IN ({})", placeholders(1, chunk.len()));
+            for d in tx.texts(&sql, &texts_in(chunk)).await? {
+                let doc: PartyDoc = serde_json::from_str(&d)?;
+                docs.insert(doc.key(), doc);
+            }
+        }
+        let before: HashMap<Key, PartyDoc> = docs.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
+        let mut history = Vec::new();
+        let mut new_erasures = Vec::new();
+        let mut deleted = Vec::new();
+        for r in recs {
+            apply_one(r, &mut docs, &mut erased, counts, &mut history, &mut new_erasures, &mut deleted);
+        }
+        let changed: Vec<&PartyDoc> = docs.iter().filter(|(k, d)| before.get(*k) != Some(*d)).map(|(_, d)| d).collect();
+        let rows: Vec<Vec<Val>> = changed
+            .iter()
+            .map(|d| {
+                Ok(vec![
+                    d.case_number.as_str().into(),
+                    d.court.as_str().into(),
+                    d.person_id.as_str().into(),
+                    d.role.clone().into(),
+                    d.kind.clone().into(),
+                    d.ico.as_deref().map(ico_key).into(),
+                    d.birth_number.as_deref().map(rc_key).into(),
+                    d.name.as_deref().map(name_key).into(),
+                    d.latest_action_id.into(),
+                    serde_json::to_string(d)?.into(),
+                ])
+            })
+            .collect::<Result<_, serde_json::Error>>()?;
+        tx.upsert(
+            &format!("parties_v{v}"),
+            &["case_number", "court", "person_id", "role", "kind", "ico", "rc", "name_key", "latest_action_id", "doc"],
+            &["case_number", "court", "person_id"],
+            &rows,
+        )
+        .await?;
+        let hist: Vec<Vec<Val>> = history
+            .into_iter()
+            .map(|((c, ct, p), id, person)| vec![c.into(), ct.into(), p.into(), id.into(), person.into()])
+            .collect();
+        tx.insert_with(
+            &format!("party_history_v{v}"),
+            &["case_number", "court", "person_id", "action_id", "person"],
+            &hist,
+            " ON CONFLICT (case_number, court, person_id, action_id) DO NOTHING",
+        )
+        .await?;
+        for (case, id, struck) in &new_erasures {
+            tx.insert_with(
+                &format!("erasures_v{v}"),
+                &["case_number", "action_id", "struck_out"],
+                &[vec![case.as_str().into(), (*id).into(), struck.as_str().into()]],
+                " ON CONFLICT (case_number) DO NOTHING",
+            )
+            .await?;
+        }
+        // Erased debtors go, with their history, in the same step.
+        for (c, ct, p) in &deleted {
+            for t in ["parties", "party_history"] {
+                tx.exec(
+                    &format!("DELETE FROM {t}_v{v} WHERE case_number = $1 AND court = $2 AND person_id = $3"),
+                    &[c.as_str().into(), ct.as_str().into(), p.as_str().into()],
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+}

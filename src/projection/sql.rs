@@ -1,0 +1,196 @@
+//! A thin layer over the two back ends for the projection builders: a transaction that
+//! runs the same SQL (with `$N` placeholders) on SQLite or PostgreSQL, binding a small
+//! set of value types, and multi-row upserts.
+//!
+//! Owns no schema and no logic: builders say what to write.
+
+use sqlx::{Postgres, Row, Sqlite, Transaction};
+
+use crate::store::Store;
+
+/// A value to bind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Val {
+    I(Option<i64>),
+    T(Option<String>),
+    B(bool),
+}
+
+impl From<i64> for Val {
+    fn from(v: i64) -> Self {
+        Val::I(Some(v))
+    }
+}
+impl From<Option<i64>> for Val {
+    fn from(v: Option<i64>) -> Self {
+        Val::I(v)
+    }
+}
+impl From<String> for Val {
+    fn from(v: String) -> Self {
+        Val::T(Some(v))
+    }
+}
+impl From<&str> for Val {
+    fn from(v: &str) -> Self {
+        Val::T(Some(v.to_string()))
+    }
+}
+impl From<Option<String>> for Val {
+    fn from(v: Option<String>) -> Self {
+        Val::T(v)
+    }
+}
+impl From<Option<&str>> for Val {
+    fn from(v: Option<&str>) -> Self {
+        Val::T(v.map(str::to_string))
+    }
+}
+impl From<bool> for Val {
+    fn from(v: bool) -> Self {
+        Val::B(v)
+    }
+}
+
+pub enum Tx {
+    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Transaction<'static, Postgres>),
+}
+
+macro_rules! bind_all {
+    ($q:expr, $binds:expr) => {{
+        let mut q = $q;
+        for b in $binds {
+            q = match b {
+                Val::I(v) => q.bind(*v),
+                Val::T(v) => q.bind(v.clone()),
+                Val::B(v) => q.bind(*v),
+            };
+        }
+        q
+    }};
+}
+
+impl Tx {
+    /// A write transaction (the write lock taken up front on SQLite).
+    pub async fn begin(store: &Store) -> Result<Tx, sqlx::Error> {
+        Ok(match store {
+            Store::Sqlite(p) => Tx::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+            Store::Postgres(p) => Tx::Postgres(p.begin().await?),
+        })
+    }
+
+    /// A read transaction (one consistent snapshot on both back ends).
+    pub async fn begin_read(store: &Store) -> Result<Tx, sqlx::Error> {
+        Ok(match store {
+            Store::Sqlite(p) => Tx::Sqlite(p.begin().await?),
+            Store::Postgres(p) => {
+                let mut t = p.begin().await?;
+                sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *t).await?;
+                Tx::Postgres(t)
+            }
+        })
+    }
+
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        match self {
+            Tx::Sqlite(t) => t.commit().await,
+            Tx::Postgres(t) => t.commit().await,
+        }
+    }
+
+    pub fn is_postgres(&self) -> bool {
+        matches!(self, Tx::Postgres(_))
+    }
+
+    /// ` FOR UPDATE` on PostgreSQL (SQLite holds the write lock already).
+    pub fn lock(&self) -> &'static str {
+        if self.is_postgres() { " FOR UPDATE" } else { "" }
+    }
+
+    pub async fn exec(&mut self, sql: &str, binds: &[Val]) -> Result<u64, sqlx::Error> {
+        Ok(match self {
+            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), binds).execute(&mut **t).await?.rows_affected(),
+            Tx::Postgres(t) => bind_all!(sqlx::query(sql), binds).execute(&mut **t).await?.rows_affected(),
+        })
+    }
+
+    /// The first column of every row, as text.
+    pub async fn texts(&mut self, sql: &str, binds: &[Val]) -> Result<Vec<String>, sqlx::Error> {
+        match self {
+            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), binds)
+                .fetch_all(&mut **t)
+                .await?
+                .iter()
+                .map(|r| r.try_get::<String, _>(0))
+                .collect(),
+            Tx::Postgres(t) => bind_all!(sqlx::query(sql), binds)
+                .fetch_all(&mut **t)
+                .await?
+                .iter()
+                .map(|r| r.try_get::<String, _>(0))
+                .collect(),
+        }
+    }
+
+    /// The first column of the first row, as a number.
+    pub async fn int(&mut self, sql: &str, binds: &[Val]) -> Result<Option<i64>, sqlx::Error> {
+        match self {
+            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), binds)
+                .fetch_optional(&mut **t)
+                .await?
+                .map(|r| r.try_get::<i64, _>(0))
+                .transpose(),
+            Tx::Postgres(t) => bind_all!(sqlx::query(sql), binds)
+                .fetch_optional(&mut **t)
+                .await?
+                .map(|r| r.try_get::<i64, _>(0))
+                .transpose(),
+        }
+    }
+
+    /// `INSERT ... ON CONFLICT (key) DO UPDATE SET every other column`, in chunks.
+    pub async fn upsert(&mut self, table: &str, cols: &[&str], key: &[&str], rows: &[Vec<Val>]) -> Result<(), sqlx::Error> {
+        let update: Vec<String> =
+            cols.iter().filter(|c| !key.contains(c)).map(|c| format!("{c} = excluded.{c}")).collect();
+        let tail = if update.is_empty() {
+            format!(" ON CONFLICT ({}) DO NOTHING", key.join(", "))
+        } else {
+            format!(" ON CONFLICT ({}) DO UPDATE SET {}", key.join(", "), update.join(", "))
+        };
+        self.insert_with(table, cols, rows, &tail).await
+    }
+
+    /// Plain multi-row inserts, in chunks; `tail` follows the VALUES list.
+    pub async fn insert_with(&mut self, table: &str, cols: &[&str], rows: &[Vec<Val>], tail: &str) -> Result<(), sqlx::Error> {
+        let per = (30_000 / cols.len()).clamp(1, 1000);
+        for chunk in rows.chunks(per) {
+            let mut sql = format!("INSERT INTO {table} ({}) VALUES ", cols.join(", "));
+            let mut n = 0;
+            for (i, _) in chunk.iter().enumerate() {
+                if i > 0 {
+                    sql.push(',');
+                }
+                sql.push('(');
+                for j in 0..cols.len() {
+                    if j > 0 {
+                        sql.push(',');
+                    }
+                    n += 1;
+                    sql.push('$');
+                    sql.push_str(&n.to_string());
+                }
+                sql.push(')');
+            }
+            sql.push_str(tail);
+            let binds: Vec<Val> = chunk.iter().flatten().cloned().collect();
+            self.exec(&sql, &binds).await?;
+        }
+        Ok(())
+    }
+}
+
+/// `$start, $start+1, ...` for an IN list of `n` values.
+pub fn placeholders(start: usize, n: usize) -> String {
+    (start..start + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(",")
+}

@@ -1,0 +1,252 @@
+//! The timeline projection: every action of a case in ID order with its type code and
+//! name (from the code list: the seeded list plus the feed's code-list actions), section,
+//! number, document link, dates, and its document slot (case, section, number) with the
+//! secondary documents, legal-force dates and corrections that attach to it.
+//!
+//! Owns `timeline_vN`, `slots_vN` and `event_types_vN`. Holds no personal data.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use super::sql::{placeholders, Tx, Val};
+use super::{texts_in, Builder, Counts, ProjectionError};
+use crate::source::model::{Flag, Note, Record};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Event {
+    pub action_id: i64,
+    pub case_number: String,
+    pub court: Option<String>,
+    pub type_code: String,
+    /// The name from the code list when the action was applied.
+    pub type_name: String,
+    /// `popisUdalosti` as published.
+    pub source_type_name: String,
+    pub section: Option<String>,
+    pub number_in_section: Option<i64>,
+    pub document_url: Option<String>,
+    pub published: String,
+    pub created: String,
+    /// The first action of this document slot (itself when it opened the slot).
+    pub slot_action_id: Option<i64>,
+    pub secondary_action: bool,
+    pub secondary_document: bool,
+    pub legal_force_date: Option<String>,
+    pub corrected_published: Option<String>,
+    pub annulled: Option<String>,
+}
+
+fn t(f: &Option<Flag>) -> bool {
+    f.as_ref().is_some_and(Flag::is_true)
+}
+
+type SlotKey = (String, String, i64);
+
+/// Applies one action; `slots` maps a slot to its first action; `names` is the code list.
+fn event_of(r: &Record, slots: &mut HashMap<SlotKey, i64>, names: &HashMap<String, String>, counts: &mut Counts) -> Event {
+    let a = &r.action;
+    let d = match &r.detail {
+        Note::Parsed(d) => Some(d),
+        Note::Unparsed { .. } => {
+            counts.unparsed += 1;
+            None
+        }
+        Note::Absent => None,
+    };
+    let type_name = match names.get(&a.type_code) {
+        Some(n) => n.clone(),
+        None => {
+            counts.unknown_codes += 1;
+            a.type_name.clone()
+        }
+    };
+    let slot_action_id = match (&a.section, a.number_in_section) {
+        (Some(s), Some(n)) => Some(*slots.entry((a.case_number.clone(), s.clone(), n)).or_insert(a.id)),
+        _ => None,
+    };
+    Event {
+        action_id: a.id,
+        case_number: a.case_number.clone(),
+        court: d.and_then(|d| d.origin.clone()),
+        type_code: a.type_code.clone(),
+        type_name,
+        source_type_name: a.type_name.clone(),
+        section: a.section.clone(),
+        number_in_section: a.number_in_section,
+        document_url: a.document_url.clone(),
+        published: a.published.clone(),
+        created: a.created.clone(),
+        slot_action_id,
+        secondary_action: d.is_some_and(|d| t(&d.secondary_action)),
+        secondary_document: d.is_some_and(|d| t(&d.secondary_document)),
+        legal_force_date: d.and_then(|d| d.legal_force_date.clone()),
+        corrected_published: d.and_then(|d| d.corrected_published.clone()),
+        annulled: d.and_then(|d| d.annulled.clone()),
+    }
+}
+
+/// Recomputes the timeline of whole cases (records in ID order), with the seeded names.
+pub fn fold(recs: &[Record]) -> BTreeMap<i64, Event> {
+    let names: HashMap<String, String> =
+        crate::codes::event_types().values().map(|t| (t.id.clone(), t.name.clone())).collect();
+    let mut slots = HashMap::new();
+    let mut c = Counts::default();
+    recs.iter()
+        .filter(|r| r.action.case_number != "INS -1/-1")
+        .map(|r| (r.action.id, event_of(r, &mut slots, &names, &mut c)))
+        .collect()
+}
+
+pub const COLUMNS: &[&str] = &[
+    "action_id", "case_number", "court", "type_code", "type_name", "source_type_name", "section", "number_in_section",
+    "document_url", "published", "created", "slot_action_id", "secondary_action", "secondary_document",
+    "legal_force_date", "corrected_published", "annulled",
+];
+
+pub struct Timeline;
+
+#[async_trait::async_trait]
+impl Builder for Timeline {
+    fn name(&self) -> &'static str {
+        "timeline"
+    }
+
+    fn tables(&self) -> &'static [&'static str] {
+        &["timeline", "slots", "event_types"]
+    }
+
+    fn ddl(&self, v: i64, pg: bool) -> Vec<String> {
+        let b = if pg { "BOOLEAN" } else { "INTEGER" };
+        vec![
+            format!(
+                "CREATE TABLE timeline_v{v} (action_id BIGINT PRIMARY KEY, case_number TEXT NOT NULL, court TEXT, \
+                 type_code TEXT NOT NULL, type_name TEXT NOT NULL, source_type_name TEXT NOT NULL, section TEXT, \
+                 number_in_section BIGINT, document_url TEXT, published TEXT NOT NULL, created TEXT NOT NULL, \
+                 slot_action_id BIGINT, secondary_action {b} NOT NULL, secondary_document {b} NOT NULL, \
+                 legal_force_date TEXT, corrected_published TEXT, annulled TEXT)"
+            ),
+            format!("CREATE INDEX timeline_v{v}_case ON timeline_v{v} (case_number, action_id)"),
+            format!("CREATE INDEX timeline_v{v}_type ON timeline_v{v} (type_code, action_id)"),
+            format!(
+                "CREATE TABLE slots_v{v} (case_number TEXT NOT NULL, section TEXT NOT NULL, number BIGINT NOT NULL, \
+                 first_action_id BIGINT NOT NULL, PRIMARY KEY (case_number, section, number))"
+            ),
+            format!(
+                "CREATE TABLE event_types_v{v} (code TEXT PRIMARY KEY, name TEXT NOT NULL, source TEXT NOT NULL, \
+                 created TEXT, cancelled TEXT, action_id BIGINT)"
+            ),
+        ]
+    }
+
+    async fn seed(&self, tx: &mut Tx, v: i64) -> Result<(), ProjectionError> {
+        let rows: Vec<Vec<Val>> = crate::codes::event_types()
+            .values()
+            .map(|t| vec![t.id.as_str().into(), t.name.as_str().into(), "seed".into()])
+            .collect();
+        tx.insert_with(&format!("event_types_v{v}"), &["code", "name", "source"], &rows, "").await?;
+        Ok(())
+    }
+
+    async fn apply(&self, tx: &mut Tx, v: i64, recs: &[Record], counts: &mut Counts) -> Result<(), ProjectionError> {
+        let codes = tx.texts(&format!("SELECT code FROM event_types_v{v} ORDER BY code"), &[]).await?;
+        let names = tx.texts(&format!("SELECT name FROM event_types_v{v} ORDER BY code"), &[]).await?;
+        let mut names: HashMap<String, String> = codes.into_iter().zip(names).collect();
+        // Slots already opened in the cases this chunk touches.
+        let mut cases: Vec<String> = recs
+            .iter()
+            .filter(|r| r.action.section.is_some() && r.action.number_in_section.is_some())
+            .map(|r| r.action.case_number.clone())
+            .collect();
+        cases.sort();
+        cases.dedup();
+        let mut slots: HashMap<SlotKey, i64> = HashMap::new();
+        for chunk in cases.chunks(5000) {
+            let sql = format!(
+                "SELECT case_number || '|' || section || '|' || CAST(number AS TEXT) || '|' || CAST(first_action_id AS TEXT) \
+                 FROM slots_v{v} WHERE case_number IN ({})",
+                placeholders(1, chunk.len())
+            );
+            for row in tx.texts(&sql, &texts_in(chunk)).await? {
+                let f: Vec<&str> = row.rsplitn(4, '|').collect();
+                if let [first, number, section, case] = f[..] {
+                    if let (Ok(n), Ok(id)) = (number.parse(), first.parse()) {
+                        slots.insert((case.to_string(), section.to_string(), n), id);
+                    }
+                }
+            }
+        }
+        let known: HashMap<SlotKey, i64> = slots.clone();
+        let mut events = Vec::with_capacity(recs.len());
+        let mut code_rows = Vec::new();
+        for r in recs {
+            if r.action.case_number == "INS -1/-1" {
+                // A change of the code list, not an action of a case.
+                if let Note::Parsed(d) = &r.detail {
+                    if let Some(c) = d.code_list.as_ref().filter(|c| c.id.is_some()) {
+                        let code = c.id.clone().unwrap_or_default();
+                        let name = c.name.clone().unwrap_or_default();
+                        names.insert(code.clone(), name.clone());
+                        code_rows.push(vec![
+                            code.into(),
+                            name.into(),
+                            "feed".into(),
+                            c.created.clone().into(),
+                            c.cancelled.clone().into(),
+                            r.action.id.into(),
+                        ]);
+                    }
+                } else if let Note::Unparsed { .. } = &r.detail {
+                    counts.unparsed += 1;
+                }
+                continue;
+            }
+            events.push(event_of(r, &mut slots, &names, counts));
+        }
+        tx.upsert(
+            &format!("event_types_v{v}"),
+            &["code", "name", "source", "created", "cancelled", "action_id"],
+            &["code"],
+            &code_rows,
+        )
+        .await?;
+        let rows: Vec<Vec<Val>> = events
+            .iter()
+            .map(|e| {
+                vec![
+                    e.action_id.into(),
+                    e.case_number.as_str().into(),
+                    e.court.clone().into(),
+                    e.type_code.as_str().into(),
+                    e.type_name.as_str().into(),
+                    e.source_type_name.as_str().into(),
+                    e.section.clone().into(),
+                    e.number_in_section.into(),
+                    e.document_url.clone().into(),
+                    e.published.as_str().into(),
+                    e.created.as_str().into(),
+                    e.slot_action_id.into(),
+                    e.secondary_action.into(),
+                    e.secondary_document.into(),
+                    e.legal_force_date.clone().into(),
+                    e.corrected_published.clone().into(),
+                    e.annulled.clone().into(),
+                ]
+            })
+            .collect();
+        tx.insert_with(&format!("timeline_v{v}"), COLUMNS, &rows, " ON CONFLICT (action_id) DO NOTHING").await?;
+        let new_slots: Vec<Vec<Val>> = slots
+            .iter()
+            .filter(|(k, _)| !known.contains_key(*k))
+            .map(|((c, s, n), id)| vec![c.as_str().into(), s.as_str().into(), (*n).into(), (*id).into()])
+            .collect();
+        tx.insert_with(
+            &format!("slots_v{v}"),
+            &["case_number", "section", "number", "first_action_id"],
+            &new_slots,
+            " ON CONFLICT (case_number, section, number) DO NOTHING",
+        )
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,55 @@
+//! Runs the projection builders inside the daemon: after stored pages (debounced) and on
+//! a schedule, only while the phase includes `project`.
+//!
+//! Owns scheduling only; the builders' logic is in `projection`. Never writes the
+//! replica; never holds a transaction across a wait; stops on the shutdown signal.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Notify};
+
+use crate::phase::Phase;
+use crate::projection;
+use crate::store::Store;
+
+pub struct ProjectorOptions {
+    pub chunk: i64,
+    pub debounce: Duration,
+    pub every: Duration,
+}
+
+/// One round: every builder catches up with the replica. Errors are logged and stored
+/// in `proj_meta` by the builder; the round goes on with the next builder.
+pub async fn round(store: &Store, chunk: i64) -> bool {
+    let mut ok = true;
+    for name in projection::NAMES {
+        if let Err(e) = projection::catch_up(store, name, chunk).await {
+            tracing::warn!(builder = name, error = %e, "projection round stopped");
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// Loops until `shutdown`: waits for `stored` or the schedule, debounces, runs a round
+/// when the phase allows.
+pub async fn run(store: Store, stored: Arc<Notify>, opts: ProjectorOptions, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        let woken = tokio::select! {
+            _ = stored.notified() => true,
+            _ = tokio::time::sleep(opts.every) => false,
+            _ = shutdown.wait_for(|v| *v) => return,
+        };
+        if woken {
+            tokio::select! {
+                _ = tokio::time::sleep(opts.debounce) => {}
+                _ = shutdown.wait_for(|v| *v) => return,
+            }
+        }
+        let phase = store.setting("phase").await.ok().flatten().and_then(|p| Phase::parse(&p));
+        if phase.is_some_and(|p| p >= Phase::Project) {
+            round(&store, opts.chunk).await;
+        }
+    }
+}

@@ -1,0 +1,353 @@
+//! Projections against the simulator's ground truth, on both back ends: cases, parties,
+//! timeline, stats and search keys; erasure; rebuild equals incremental build; unknown
+//! input never stops a builder; a failing action stops it, named.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::{Backend, BOTH};
+use isir::projection::{self, cases::CaseDoc, fold::name_key, parties::PartyDoc, sql::Tx};
+use isir::source::model::{Note, Record};
+use isir::source::parse::note_of;
+use isir::store::Store;
+
+async fn replica(b: Backend, n: usize, seed: u64) -> (isir::sim::Simulator, common::TestDb, isir::app::App, isir::sim::SimGuard) {
+    let (sim, url, g) = common::sim(n, 1000, seed).await;
+    let db = common::fresh_db(b).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.max_batches_per_tick = 10_000;
+    let app = common::app(s).await;
+    let t = app.poller().unwrap().poll_once().await;
+    assert_eq!(t.actions as usize, n);
+    (sim, db, app, g)
+}
+
+fn records(sim: &isir::sim::Simulator) -> Vec<Record> {
+    sim.truth_all()
+        .into_iter()
+        .map(|a| {
+            let detail = note_of(a.note.as_deref());
+            Record { action: a, detail }
+        })
+        .collect()
+}
+
+async fn texts(store: &Store, sql: &str, binds: &[projection::sql::Val]) -> Vec<String> {
+    let mut tx = Tx::begin_read(store).await.unwrap();
+    let r = tx.texts(sql, binds).await.unwrap();
+    tx.commit().await.unwrap();
+    r
+}
+
+async fn count(store: &Store, sql: &str, bind: &str) -> i64 {
+    let mut tx = Tx::begin_read(store).await.unwrap();
+    let r = tx.int(sql, &[bind.into()]).await.unwrap().unwrap_or(0);
+    tx.commit().await.unwrap();
+    r
+}
+
+/// Everything the projections hold, as comparable text.
+async fn dump(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
+    let q: [(&str, &str); 8] = [
+        ("cases", "SELECT doc FROM cases ORDER BY case_number"),
+        ("stats", "SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key"),
+        ("parties", "SELECT doc FROM parties ORDER BY case_number, court, person_id"),
+        ("party_history", "SELECT case_number || person_id || CAST(action_id AS TEXT) || person FROM party_history ORDER BY 1"),
+        ("erasures", "SELECT case_number || '|' || CAST(action_id AS TEXT) FROM erasures ORDER BY 1"),
+        (
+            "timeline",
+            "SELECT CAST(action_id AS TEXT) || '|' || case_number || '|' || type_code || '|' || type_name || '|' || \
+             COALESCE(section, '') || '|' || COALESCE(CAST(number_in_section AS TEXT), '') || '|' || \
+             COALESCE(document_url, '') || '|' || published || '|' || COALESCE(CAST(slot_action_id AS TEXT), '') || '|' || \
+             CAST(secondary_action AS TEXT) || CAST(secondary_document AS TEXT) || '|' || COALESCE(legal_force_date, '') \
+             FROM timeline ORDER BY action_id",
+        ),
+        ("slots", "SELECT case_number || '|' || section || '|' || CAST(number AS TEXT) || '|' || CAST(first_action_id AS TEXT) FROM slots ORDER BY 1"),
+        ("event_types", "SELECT code || '|' || name || '|' || source FROM event_types ORDER BY code"),
+    ];
+    let mut out = BTreeMap::new();
+    for (k, sql) in q {
+        out.insert(k, texts(store, sql, &[]).await);
+    }
+    out
+}
+
+async fn catch_up_all(store: &Store, chunk: i64) {
+    for n in projection::NAMES {
+        projection::catch_up(store, n, chunk).await.unwrap();
+    }
+}
+
+/// Expectations derived directly from the truth, without the builders' code.
+struct Expect {
+    state: Option<String>,
+    debtors: BTreeSet<String>,
+    admin: Option<String>,
+    erased: bool,
+    ids: Vec<i64>,
+    documents: i64,
+}
+
+fn expectations(recs: &[Record]) -> BTreeMap<String, Expect> {
+    let mut m: BTreeMap<String, Expect> = BTreeMap::new();
+    for r in recs.iter().filter(|r| r.action.case_number != "INS -1/-1") {
+        let e = m.entry(r.action.case_number.clone()).or_insert(Expect {
+            state: None,
+            debtors: BTreeSet::new(),
+            admin: None,
+            erased: false,
+            ids: vec![],
+            documents: 0,
+        });
+        e.ids.push(r.action.id);
+        e.documents += r.action.document_url.is_some() as i64;
+        if let Note::Parsed(d) = &r.detail {
+            if let Some(s) = d.case.as_ref().and_then(|c| c.state.clone()) {
+                e.state = Some(s);
+            }
+            if let Some(p) = &d.person {
+                match p.role.as_deref() {
+                    Some("DLUŽNÍK") => {
+                        e.debtors.insert(p.id.clone());
+                    }
+                    Some("SPRÁVCE") => e.admin = Some(p.id.clone()),
+                    _ => {}
+                }
+            }
+            if r.action.type_code == "636" || d.struck_out.is_some() {
+                e.erased = true;
+            }
+        }
+    }
+    for e in m.values_mut() {
+        if e.erased {
+            e.debtors.clear();
+        }
+    }
+    m
+}
+
+async fn projections_match_truth(b: Backend) {
+    let (sim, _db, app, _g) = replica(b, 30_000, 31).await;
+    let store = &app.store;
+    catch_up_all(store, 777).await;
+    let recs = records(&sim);
+    let exp = expectations(&recs);
+    let docs: Vec<CaseDoc> =
+        texts(store, "SELECT doc FROM cases", &[]).await.iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    assert_eq!(docs.len(), exp.len(), "one case per case number");
+    let mut erased_cases = 0;
+    for d in &docs {
+        let e = &exp[&d.case_number];
+        assert_eq!(d.state, e.state, "{}", d.case_number);
+        assert_eq!(d.erased, e.erased, "{}", d.case_number);
+        assert_eq!(d.debtors.iter().map(|x| x.person_id.clone()).collect::<BTreeSet<_>>(), e.debtors, "{}", d.case_number);
+        assert_eq!(d.administrator.as_ref().map(|a| a.person_id.clone()), e.admin, "{}", d.case_number);
+        assert_eq!(d.first_action_id, e.ids[0]);
+        assert_eq!(d.latest_action_id, *e.ids.last().unwrap());
+        assert_eq!(d.documents, e.documents);
+        assert!(d.court_short.is_some());
+        if let Some(a) = &d.administrator {
+            assert!(a.appointed.is_some(), "the appointment date reaches the administrator: {}", d.case_number);
+        }
+        erased_cases += d.erased as usize;
+        let ids: Vec<i64> = texts(
+            store,
+            "SELECT CAST(t.action_id AS TEXT) FROM timeline t WHERE t.case_number = $1 ORDER BY t.action_id",
+            &[d.case_number.as_str().into()],
+        )
+        .await
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        assert_eq!(ids, e.ids, "timeline of {}", d.case_number);
+    }
+    assert!(erased_cases > 0, "the simulator erased some cases");
+    // Stats add up and match the states.
+    let stats = texts(store, "SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats", &[]).await;
+    let mut by_state: BTreeMap<String, i64> = BTreeMap::new();
+    for d in &docs {
+        *by_state.entry(d.state.clone().unwrap_or("?".into())).or_default() += 1;
+    }
+    for (s, n) in &by_state {
+        assert!(stats.contains(&format!("state|{s}|{n}")), "state {s}: {n} in {stats:?}");
+    }
+    for dim in ["court", "month"] {
+        let sum: i64 = stats.iter().filter(|l| l.starts_with(&format!("{dim}|"))).map(|l| l.rsplit('|').next().unwrap().parse::<i64>().unwrap()).sum();
+        assert_eq!(sum as usize, docs.len(), "{dim}");
+    }
+    // Erased debtors' data appear in no projection table.
+    let mut checked = 0;
+    for r in &recs {
+        let Note::Parsed(d) = &r.detail else { continue };
+        let Some(p) = &d.person else { continue };
+        if p.role.as_deref() != Some("DLUŽNÍK") || !exp[&r.action.case_number].erased {
+            continue;
+        }
+        for needle in [p.birth_number.clone(), p.id.clone().into(), p.birth_date.clone()].into_iter().flatten() {
+            let like = format!("%{needle}%");
+            for sql in [
+                "SELECT COUNT(*) FROM parties WHERE doc LIKE $1",
+                "SELECT COUNT(*) FROM party_history WHERE person LIKE $1 OR person_id LIKE $1",
+                "SELECT COUNT(*) FROM cases WHERE doc LIKE $1",
+            ] {
+                assert_eq!(count(store, sql, &like).await, 0, "{needle} of an erased debtor found by {sql}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+    // Search keys: a surname without case and diacritics, an IČO, a birth number.
+    let with_diacritics = docs
+        .iter()
+        .flat_map(|d| d.debtors.iter())
+        .find(|p| p.kind.as_deref() == Some("F") && p.name.as_ref().is_some_and(|n| name_key(n) != n.to_lowercase()))
+        .expect("a debtor with diacritics");
+    let surname = with_diacritics.name.clone().unwrap();
+    for q in [surname.to_uppercase(), name_key(&surname).to_uppercase(), surname.to_lowercase()] {
+        let hits = texts(store, "SELECT doc FROM parties WHERE name_key = $1", &[name_key(&q).into()]).await;
+        assert!(
+            hits.iter().any(|h| serde_json::from_str::<PartyDoc>(h).unwrap().person_id == with_diacritics.person_id),
+            "{q} finds {surname}"
+        );
+    }
+    let company = docs.iter().flat_map(|d| d.debtors.iter()).find(|p| p.ico.is_some()).unwrap();
+    let ico = company.ico.clone().unwrap();
+    assert!(count(store, "SELECT COUNT(*) FROM parties WHERE ico = $1", &ico).await >= 1);
+    let person: PartyDoc = serde_json::from_str(
+        &texts(store, "SELECT doc FROM parties WHERE rc IS NOT NULL AND role = 'DLUŽNÍK'", &[]).await[0],
+    )
+    .unwrap();
+    let rc = person.birth_number.clone().unwrap();
+    assert!(count(store, "SELECT COUNT(*) FROM parties WHERE rc = $1", &rc).await >= 1);
+    assert!(count(store, "SELECT COUNT(*) FROM parties WHERE rc = $1", &isir::projection::fold::rc_key(&rc.replace('/', ""))).await >= 1);
+    // Every case recomputes to the same documents.
+    let all: Vec<String> = docs.iter().map(|d| d.case_number.clone()).collect();
+    let rep = projection::verify::verify(store, 0, Some(all)).await.unwrap();
+    assert!(rep.clean(), "{:?}", &rep.differences[..rep.differences.len().min(3)]);
+    assert_eq!(rep.checked, docs.len());
+    let metas = projection::metas(store).await.unwrap();
+    assert!(metas.iter().all(|m| m.cursor == sim.head_id().unwrap() && m.error.is_none()), "{metas:?}");
+    assert!(metas.iter().find(|m| m.name == "parties").unwrap().counts.erased > 0);
+}
+
+#[tokio::test]
+async fn projections_match_truth_sqlite() {
+    projections_match_truth(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn projections_match_truth_postgres() {
+    projections_match_truth(Backend::Postgres).await;
+}
+
+/// Built incrementally in small steps while pages arrive, or rebuilt side by side in one
+/// go: the same projections.
+#[tokio::test]
+async fn rebuild_equals_incremental() {
+    for b in BOTH {
+        let (sim, url, _g) = common::sim(12_000, 1000, 32).await;
+        let db = common::fresh_db(b).await;
+        let mut s = common::settings(&url, &db);
+        s.poll.max_batches_per_tick = 2;
+        let app = common::app(s).await;
+        let mut p = app.poller().unwrap();
+        loop {
+            let t = p.poll_once().await;
+            catch_up_all(&app.store, 333).await;
+            if t.outcome == isir::poller::TickOutcome::CaughtUp {
+                break;
+            }
+        }
+        let incremental = dump(&app.store).await;
+        assert!(incremental["cases"].len() > 500);
+        for n in projection::NAMES {
+            let m = projection::rebuild(&app.store, n, 5000).await.unwrap();
+            assert_eq!(m.version, 2);
+            assert_eq!(m.cursor, sim.head_id().unwrap());
+        }
+        let rebuilt = dump(&app.store).await;
+        for (k, v) in &incremental {
+            assert_eq!(v, &rebuilt[k], "{k} on {b:?}");
+        }
+        // The old version is gone; a second rebuild works too.
+        assert_eq!(count(&app.store, "SELECT COUNT(*) FROM proj_meta WHERE name LIKE $1", "%#next").await, 0);
+        projection::rebuild(&app.store, "cases", 5000).await.unwrap();
+        assert_eq!(dump(&app.store).await["cases"], incremental["cases"]);
+    }
+}
+
+fn action(id: i64, case: &str, code: &str, note: Option<&str>) -> isir::source::Action {
+    isir::source::Action {
+        id,
+        created: "2026-03-02T09:14:05.000+01:00".into(),
+        published: "2026-03-02T09:20:11.000+01:00".into(),
+        document_url: None,
+        case_number: case.into(),
+        type_code: code.into(),
+        type_name: "něco".into(),
+        section: None,
+        number_in_section: None,
+        note: note.map(str::to_string),
+    }
+}
+
+#[tokio::test]
+async fn unknown_codes_and_unparsed_details_never_stop_a_builder() {
+    for b in BOTH {
+        let db = common::fresh_db(b).await;
+        let store = common::store(&db).await;
+        let e = store.register_epoch(1).await.unwrap();
+        let acts = [
+            action(10, "INS 1/2026", "9999", Some("<udalost><idOsobyPuvodce>KSBR_NEW</idOsobyPuvodce><vec><druhStavRizeni>NOVÝ STAV</druhStavRizeni></vec></udalost>")),
+            action(11, "INS 1/2026", "5", Some("<udalost><osoba>broken")),
+            action(12, "INS 1/2026", "1", Some("<udalost><idOsobyPuvodce>KSBR_NEW</idOsobyPuvodce><osoba><idOsoby>X 1</idOsoby><druhRoleVRizeni>NOVÁ ROLE</druhRoleVRizeni></osoba></udalost>")),
+            action(13, "INS 2/2026", "5", None),
+        ];
+        let refs: Vec<&isir::source::Action> = acts.iter().collect();
+        store.write_actions(e, None, -1, &refs).await.unwrap();
+        catch_up_all(&store, 1000).await;
+        let metas = projection::metas(&store).await.unwrap();
+        let m = |n: &str| metas.iter().find(|m| m.name == n).unwrap().clone();
+        assert!(metas.iter().all(|m| m.cursor == 13 && m.error.is_none()));
+        assert_eq!(m("timeline").counts.unknown_codes, 1);
+        assert_eq!(m("cases").counts.unparsed, 1);
+        assert!(m("cases").counts.unknown_other >= 2, "unknown court, state and role: {:?}", m("cases").counts);
+        let doc: CaseDoc = serde_json::from_str(&texts(&store, "SELECT doc FROM cases WHERE case_number = 'INS 1/2026'", &[]).await[0]).unwrap();
+        assert_eq!(doc.state.as_deref(), Some("NOVÝ STAV"), "kept verbatim");
+        assert_eq!(doc.court_code.as_deref(), Some("KSBR_NEW"));
+        let tl = texts(&store, "SELECT type_name FROM timeline WHERE action_id = 10", &[]).await;
+        assert_eq!(tl, ["něco"], "an unknown code keeps the published name");
+    }
+}
+
+#[tokio::test]
+async fn a_failing_action_stops_the_builder_at_that_action() {
+    let (sim, _db, app, _g) = replica(Backend::Sqlite, 3000, 33).await;
+    let store = &app.store;
+    projection::ensure_all(store).await.unwrap();
+    let truth = sim.truth_all();
+    // Damage the stored document of the case of the 1500th action.
+    let victim = truth[1500].clone();
+    let first_of_victim = truth.iter().find(|a| a.case_number == victim.case_number).unwrap().id;
+    let mut tx = Tx::begin(store).await.unwrap();
+    tx.exec(
+        "INSERT INTO cases_v1 (case_number, opened, first_action_id, latest_action_id, latest_published, erased, doc) VALUES ($1, '', 0, 0, '', 0, 'not json')",
+        &[victim.case_number.as_str().into()],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let err = projection::catch_up(store, "cases", 1000).await.unwrap_err();
+    match &err {
+        projection::ProjectionError::Action { id, why } => {
+            assert_eq!(*id, first_of_victim, "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let m = projection::metas(store).await.unwrap().into_iter().find(|m| m.name == "cases").unwrap();
+    let before = truth.iter().take_while(|a| a.id < first_of_victim).last().unwrap().id;
+    assert_eq!(m.cursor, before, "stopped just before the failing action, everything before it applied");
+    assert!(m.error.unwrap().contains(&first_of_victim.to_string()));
+}
