@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::sql::{placeholders, Tx, Val};
+use super::sql::{Tx, Val};
 use super::{texts_in, Builder, Counts, ProjectionError};
 use crate::source::model::{Flag, Note, Record};
 
@@ -277,8 +277,8 @@ impl Builder for Cases {
         keys.sort();
         keys.dedup();
         let mut docs: HashMap<String, CaseDoc> = HashMap::with_capacity(keys.len());
-        for chunk in keys.chunks(5000) {
-            let sql = format!("SELECT doc FROM cases_v{v} WHERE case_number IN ({})", placeholders(1, chunk.len()));
+        for chunk in keys.chunks(500) {
+            let sql = format!("SELECT doc FROM cases_v{v} WHERE case_number IN ({})", tx.list(chunk.len()));
             for d in tx.texts(&sql, &texts_in(chunk)).await? {
                 let doc: CaseDoc = serde_json::from_str(&d)?;
                 docs.insert(doc.case_number.clone(), doc);

@@ -238,7 +238,9 @@ pub async fn step(store: &Store, name: &str, key: &str, chunk: i64) -> Result<St
         m
     };
     // Read the replica outside the write transaction: the poller is not held up.
+    let t0 = std::time::Instant::now();
     let recs = records_after(store, start.cursor, chunk).await?;
+    let t_read = t0.elapsed();
     let Some(last) = recs.last().map(|r| r.action.id) else {
         return Ok(Step { applied: 0, cursor: start.cursor });
     };
@@ -252,12 +254,14 @@ pub async fn step(store: &Store, name: &str, key: &str, chunk: i64) -> Result<St
         drop(tx);
         return Err(pinpoint(store, b.as_ref(), key, &recs, e).await);
     }
+    let t_apply = t0.elapsed() - t_read;
     counts.applied = recs.len() as i64;
     m.counts.add(&counts);
     m.cursor = last;
     m.error = None;
     write_meta(&mut tx, &m).await?;
     tx.commit().await?;
+    tracing::debug!(builder = key, n = recs.len(), read = ?t_read, apply = ?t_apply, total = ?t0.elapsed(), "projection step");
     Ok(Step { applied: recs.len(), cursor: last })
 }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cases::ERASURE_TYPES;
 use super::fold::{ico_key, name_key, rc_key};
-use super::sql::{placeholders, Tx, Val};
+use super::sql::{Tx, Val};
 use super::{texts_in, Builder, Counts, ProjectionError};
 use crate::source::model::{Address, Note, Person, Record};
 
@@ -203,12 +203,12 @@ impl Builder for Parties {
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
-        for chunk in cases.chunks(5000) {
-            let sql = format!("SELECT case_number FROM erasures_v{v} WHERE case_number IN ({})", placeholders(1, chunk.len()));
+        for chunk in cases.chunks(500) {
+            let sql = format!("SELECT case_number FROM erasures_v{v} WHERE case_number IN ({})", tx.list(chunk.len()));
             erased.extend(tx.texts(&sql, &texts_in(chunk)).await?);
         }
-        for chunk in need.chunks(5000) {
-            let sql = format!("SELECT doc FROM parties_v{v} WHERE case_number IN ({})", placeholders(1, chunk.len()));
+        for chunk in need.chunks(500) {
+            let sql = format!("SELECT doc FROM parties_v{v} WHERE case_number IN ({})", tx.list(chunk.len()));
             for d in tx.texts(&sql, &texts_in(chunk)).await? {
                 let doc: PartyDoc = serde_json::from_str(&d)?;
                 docs.insert(doc.key(), doc);

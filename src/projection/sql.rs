@@ -163,7 +163,8 @@ impl Tx {
 
     /// Plain multi-row inserts, in chunks; `tail` follows the VALUES list.
     pub async fn insert_with(&mut self, table: &str, cols: &[&str], rows: &[Vec<Val>], tail: &str) -> Result<(), sqlx::Error> {
-        let per = (30_000 / cols.len()).clamp(1, 1000);
+        // Small statements: binding cost grows faster than linearly with parameters.
+        let per = (if self.is_postgres() { 6_000 } else { 8_000 } / cols.len()).clamp(1, 500);
         for chunk in rows.chunks(per) {
             let mut sql = format!("INSERT INTO {table} ({}) VALUES ", cols.join(", "));
             let mut n = 0;
@@ -177,8 +178,14 @@ impl Tx {
                         sql.push(',');
                     }
                     n += 1;
-                    sql.push('$');
-                    sql.push_str(&n.to_string());
+                    if self.is_postgres() {
+                        sql.push('$');
+                        sql.push_str(&n.to_string());
+                    } else {
+                        // Anonymous parameters: sqlx-sqlite resolves `$N` names one by one,
+                        // which grows faster than linearly in long statements.
+                        sql.push('?');
+                    }
                 }
                 sql.push(')');
             }
@@ -190,7 +197,15 @@ impl Tx {
     }
 }
 
-/// `$start, $start+1, ...` for an IN list of `n` values.
+/// `$start, $start+1, ...` for an IN list of `n` values (`?` on SQLite, where the list
+/// must then be the statement's only parameters).
 pub fn placeholders(start: usize, n: usize) -> String {
     (start..start + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(",")
+}
+
+impl Tx {
+    /// Placeholders for an IN list that holds all of a statement's parameters.
+    pub fn list(&self, n: usize) -> String {
+        if self.is_postgres() { placeholders(1, n) } else { vec!["?"; n].join(",") }
+    }
 }

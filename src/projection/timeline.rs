@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use super::sql::{placeholders, Tx, Val};
+use super::sql::{Tx, Val};
 use super::{texts_in, Builder, Counts, ProjectionError};
 use crate::source::model::{Flag, Note, Record};
 
@@ -161,11 +161,11 @@ impl Builder for Timeline {
         cases.sort();
         cases.dedup();
         let mut slots: HashMap<SlotKey, i64> = HashMap::new();
-        for chunk in cases.chunks(5000) {
+        for chunk in cases.chunks(500) {
             let sql = format!(
                 "SELECT case_number || '|' || section || '|' || CAST(number AS TEXT) || '|' || CAST(first_action_id AS TEXT) \
                  FROM slots_v{v} WHERE case_number IN ({})",
-                placeholders(1, chunk.len())
+                tx.list(chunk.len())
             );
             for row in tx.texts(&sql, &texts_in(chunk)).await? {
                 let f: Vec<&str> = row.rsplitn(4, '|').collect();
