@@ -36,6 +36,10 @@ impl App {
             .init_setting("phase", &settings.phase.initial)
             .await
             .context("initialising the phase")?;
+        store
+            .set_setting("redact_replica", if settings.projection.redact_replica { "true" } else { "false" })
+            .await
+            .context("recording projection.redact_replica")?;
         let ttl = Duration::from_secs(settings.lease.ttl_secs);
         let (lease, budget, redis) = match &settings.redis.url {
             Some(url) => {

@@ -297,10 +297,9 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
-const CHUNK: i64 = 5000;
-
 async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
     use crate::projection;
+    let chunk = app.settings.projection.chunk;
     let names = |n: Option<String>| -> Vec<String> {
         n.map(|n| vec![n]).unwrap_or_else(|| projection::NAMES.iter().map(|s| s.to_string()).collect())
     };
@@ -327,7 +326,7 @@ async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
         }
         ProjectCmd::CatchUp { name } => {
             for n in names(name) {
-                let m = projection::catch_up(&app.store, &n, CHUNK).await?;
+                let m = projection::catch_up(&app.store, &n, chunk).await?;
                 println!("{n}: cursor {}", m.cursor);
             }
             Ok(0)
@@ -335,7 +334,7 @@ async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
         ProjectCmd::Rebuild { name } => {
             for n in names(name) {
                 let t = std::time::Instant::now();
-                let m = projection::rebuild(&app.store, &n, CHUNK).await?;
+                let m = projection::rebuild(&app.store, &n, chunk).await?;
                 println!("{n}: version {} swapped in at cursor {} after {:.1} s", m.version, m.cursor, t.elapsed().as_secs_f64());
             }
             Ok(0)
@@ -466,7 +465,11 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
     let projector = tokio::spawn(crate::projector::run(
         app.store.clone(),
         poller.stored_signal(),
-        crate::projector::ProjectorOptions { chunk: CHUNK, debounce: Duration::from_secs(1), every: Duration::from_secs(30) },
+        crate::projector::ProjectorOptions {
+            chunk: app.settings.projection.chunk,
+            debounce: Duration::from_millis(app.settings.projection.debounce_ms),
+            every: Duration::from_secs(app.settings.projection.every_secs),
+        },
         shutdown.clone(),
     ));
     loop {

@@ -24,6 +24,29 @@ pub struct Settings {
     pub budget: BudgetSettings,
     pub poll: PollSettings,
     pub phase: PhaseSettings,
+    pub projection: ProjectionSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProjectionSettings {
+    /// Actions a builder applies in one transaction. 5000: short enough not to hold the
+    /// SQLite write lock for long (about 0.1 s), long enough to amortise the round trip.
+    pub chunk: i64,
+    /// Builders also run this often without new pages. 30 s.
+    pub every_secs: u64,
+    /// Wait after a stored page before building, to batch pages. 1000 ms.
+    pub debounce_ms: u64,
+    /// On a § 425 erasure, also redact the debtor's personal data inside the raw replica
+    /// rows of the case. Off: by default the replica stays a faithful copy of the source
+    /// and only reader-facing tables are cleaned.
+    pub redact_replica: bool,
+}
+
+impl Default for ProjectionSettings {
+    fn default() -> Self {
+        Self { chunk: 5000, every_secs: 30, debounce_ms: 1000, redact_replica: false }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -119,6 +142,7 @@ impl Default for Settings {
             budget: BudgetSettings::default(),
             poll: PollSettings::default(),
             phase: PhaseSettings::default(),
+            projection: ProjectionSettings::default(),
         }
     }
 }
@@ -240,6 +264,8 @@ impl Settings {
         check(self.poll.period_secs > 0, "poll.period_secs", "must be above 0");
         check(self.poll.max_batches_per_tick > 0, "poll.max_batches_per_tick", "must be above 0");
         check(self.poll.page_size > 0, "poll.page_size", "must be above 0");
+        check(self.projection.chunk > 0, "projection.chunk", "must be above 0");
+        check(self.projection.every_secs > 0, "projection.every_secs", "must be above 0");
         check(
             crate::phase::Phase::parse(&self.phase.initial).is_some(),
             "phase.initial",

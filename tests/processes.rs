@@ -4,7 +4,7 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use common::Backend;
@@ -200,4 +200,53 @@ async fn three_daemons_one_writer() {
         t.contains("lease_lost") || t.contains("renewal refused") || t.contains("lease_not_held")
     });
     assert!(fenced, "the continued ex-holder noticed it lost the lease:\n{}", all_logs(&logs));
+}
+
+/// `isir project catch-up` killed at random points, again and again: the projections end
+/// equal to a clean rebuild, and verify finds no difference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_projection_build() {
+    for b in [Backend::Sqlite, Backend::Postgres] {
+        let (sim, url, _g) = common::sim(20_000, 1000, 23).await;
+        let db = common::fresh_db(b).await;
+        let mut s = common::settings(&url, &db);
+        s.poll.max_batches_per_tick = 1000;
+        let app = common::app(s).await;
+        app.poller().unwrap().poll_once().await;
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("p.log");
+        let mut rng = rand::thread_rng();
+        let mut killed_mid_way = 0;
+        for _ in 0..12 {
+            let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+            let mut child = Command::new(env!("CARGO_BIN_EXE_isir"))
+                .args(["project", "catch-up"])
+                .env("ISIR_DATABASE__URL", &db.url)
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .spawn()
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(rng.gen_range(30..400))).await;
+            if child.try_wait().unwrap().is_none() {
+                killed_mid_way += 1;
+            }
+            signal(&child, "-KILL");
+            child.wait().unwrap();
+        }
+        assert!(killed_mid_way > 3, "kills must land while building ({killed_mid_way})");
+        for n in isir::projection::NAMES {
+            isir::projection::catch_up(&app.store, n, 5000).await.unwrap();
+        }
+        let built = common::dump(&app.store).await;
+        for n in isir::projection::NAMES {
+            isir::projection::rebuild(&app.store, n, 5000).await.unwrap();
+        }
+        assert_eq!(built, common::dump(&app.store).await, "{b:?}");
+        let cases = common::texts(&app.store, "SELECT case_number FROM cases", &[]).await;
+        let rep = isir::projection::verify::verify(&app.store, 0, Some(cases)).await.unwrap();
+        assert!(rep.clean(), "{:?}", rep.differences.first());
+        let metas = isir::projection::metas(&app.store).await.unwrap();
+        assert!(metas.iter().all(|m| m.cursor == sim.head_id().unwrap()));
+        eprintln!("projection crash test on {b:?}: 12 SIGKILLs ({killed_mid_way} mid-build), 20000 actions");
+    }
 }

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{count, dump, texts};
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::{Backend, BOTH};
@@ -31,46 +33,6 @@ fn records(sim: &isir::sim::Simulator) -> Vec<Record> {
             Record { action: a, detail }
         })
         .collect()
-}
-
-async fn texts(store: &Store, sql: &str, binds: &[projection::sql::Val]) -> Vec<String> {
-    let mut tx = Tx::begin_read(store).await.unwrap();
-    let r = tx.texts(sql, binds).await.unwrap();
-    tx.commit().await.unwrap();
-    r
-}
-
-async fn count(store: &Store, sql: &str, bind: &str) -> i64 {
-    let mut tx = Tx::begin_read(store).await.unwrap();
-    let r = tx.int(sql, &[bind.into()]).await.unwrap().unwrap_or(0);
-    tx.commit().await.unwrap();
-    r
-}
-
-/// Everything the projections hold, as comparable text.
-async fn dump(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
-    let q: [(&str, &str); 8] = [
-        ("cases", "SELECT doc FROM cases ORDER BY case_number"),
-        ("stats", "SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key"),
-        ("parties", "SELECT doc FROM parties ORDER BY case_number, court, person_id"),
-        ("party_history", "SELECT case_number || person_id || CAST(action_id AS TEXT) || person FROM party_history ORDER BY 1"),
-        ("erasures", "SELECT case_number || '|' || CAST(action_id AS TEXT) FROM erasures ORDER BY 1"),
-        (
-            "timeline",
-            "SELECT CAST(action_id AS TEXT) || '|' || case_number || '|' || type_code || '|' || type_name || '|' || \
-             COALESCE(section, '') || '|' || COALESCE(CAST(number_in_section AS TEXT), '') || '|' || \
-             COALESCE(document_url, '') || '|' || published || '|' || COALESCE(CAST(slot_action_id AS TEXT), '') || '|' || \
-             CAST(secondary_action AS TEXT) || CAST(secondary_document AS TEXT) || '|' || COALESCE(legal_force_date, '') \
-             FROM timeline ORDER BY action_id",
-        ),
-        ("slots", "SELECT case_number || '|' || section || '|' || CAST(number AS TEXT) || '|' || CAST(first_action_id AS TEXT) FROM slots ORDER BY 1"),
-        ("event_types", "SELECT code || '|' || name || '|' || source FROM event_types ORDER BY code"),
-    ];
-    let mut out = BTreeMap::new();
-    for (k, sql) in q {
-        out.insert(k, texts(store, sql, &[]).await);
-    }
-    out
 }
 
 async fn catch_up_all(store: &Store, chunk: i64) {
@@ -350,4 +312,48 @@ async fn a_failing_action_stops_the_builder_at_that_action() {
     let before = truth.iter().take_while(|a| a.id < first_of_victim).last().unwrap().id;
     assert_eq!(m.cursor, before, "stopped just before the failing action, everything before it applied");
     assert!(m.error.unwrap().contains(&first_of_victim.to_string()));
+}
+
+/// With `projection.redact_replica`, the erased debtors' data also leave the raw replica.
+#[tokio::test]
+async fn erasure_can_redact_the_replica() {
+    let (sim, url, _g) = common::sim(30_000, 1000, 31).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.max_batches_per_tick = 10_000;
+    s.projection.redact_replica = true;
+    let app = common::app(s).await;
+    app.poller().unwrap().poll_once().await;
+    catch_up_all(&app.store, 5000).await;
+    let recs = records(&sim);
+    let exp = expectations(&recs);
+    let mut needles = 0;
+    let mut kept = 0;
+    for r in &recs {
+        let Note::Parsed(d) = &r.detail else { continue };
+        let Some(p) = &d.person else { continue };
+        if p.role.as_deref() != Some("DLUŽNÍK") {
+            continue;
+        }
+        let erased = exp[&r.action.case_number].erased;
+        if !erased && kept >= 20 {
+            continue;
+        }
+        let rc = p.birth_number.clone().unwrap_or_else(|| p.id.clone());
+        let n = count(&app.store, "SELECT COUNT(*) FROM actions WHERE note LIKE $1", &format!("%{rc}%")).await;
+        if erased {
+            assert_eq!(n, 0, "{rc} of an erased debtor left in the replica");
+            needles += 1;
+        } else {
+            assert!(n > 0, "other debtors stay");
+            kept += 1;
+        }
+    }
+    assert!(needles > 0 && kept > 0);
+    // The redacted replica still rebuilds to the same projections.
+    let before = dump(&app.store).await;
+    for n in projection::NAMES {
+        projection::rebuild(&app.store, n, 5000).await.unwrap();
+    }
+    assert_eq!(before, dump(&app.store).await);
 }

@@ -257,7 +257,12 @@ impl Builder for Parties {
             " ON CONFLICT (case_number, court, person_id, action_id) DO NOTHING",
         )
         .await?;
+        let redact = !new_erasures.is_empty()
+            && tx.texts("SELECT value FROM settings WHERE key = 'redact_replica'", &[]).await?.first().is_some_and(|v| v == "true");
         for (case, id, struck) in &new_erasures {
+            if redact {
+                redact_replica(tx, case, *id).await?;
+            }
             tx.insert_with(
                 &format!("erasures_v{v}"),
                 &["case_number", "action_id", "struck_out"],
@@ -278,4 +283,36 @@ impl Builder for Parties {
         }
         Ok(())
     }
+}
+
+/// Replaces, in the raw replica rows of `case` up to the erasure, every debtor block of a
+/// `poznamka` with one stripped of personal data (the option `projection.redact_replica`).
+/// The only write to the replica outside the poller; it never touches IDs or the
+/// checkpoint.
+async fn redact_replica(tx: &mut Tx, case: &str, upto: i64) -> Result<(), ProjectionError> {
+    let rows = tx
+        .texts(
+            "SELECT CAST(id AS TEXT) || '|' || note FROM actions WHERE case_number = $1 AND id <= $2 AND note IS NOT NULL",
+            &[case.into(), upto.into()],
+        )
+        .await?;
+    for row in rows {
+        let Some((id, note)) = row.split_once('|') else { continue };
+        let Ok(mut d) = crate::source::parse::parse_note(note) else { continue };
+        let Some(p) = d.person.as_mut().filter(|p| p.role.as_deref() == Some("DLUŽNÍK")) else { continue };
+        *p = Person {
+            id: "REDACTED".into(),
+            role: p.role.clone(),
+            kind: p.kind.clone(),
+            left_case: p.left_case.clone(),
+            ..Default::default()
+        };
+        let id: i64 = id.parse().unwrap_or_default();
+        tx.exec(
+            "UPDATE actions SET note = $1 WHERE id = $2",
+            &[crate::source::write::note_xml(&d).into(), id.into()],
+        )
+        .await?;
+    }
+    Ok(())
 }

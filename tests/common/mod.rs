@@ -2,6 +2,7 @@
 //! settings tuned for tests, and a simulator.
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -169,3 +170,44 @@ impl Drop for OwnRedis {
         self.stop();
     }
 }
+
+pub async fn texts(store: &Store, sql: &str, binds: &[isir::projection::sql::Val]) -> Vec<String> {
+    let mut tx = isir::projection::sql::Tx::begin_read(store).await.unwrap();
+    let r = tx.texts(sql, binds).await.unwrap();
+    tx.commit().await.unwrap();
+    r
+}
+
+pub async fn count(store: &Store, sql: &str, bind: &str) -> i64 {
+    let mut tx = isir::projection::sql::Tx::begin_read(store).await.unwrap();
+    let r = tx.int(sql, &[bind.into()]).await.unwrap().unwrap_or(0);
+    tx.commit().await.unwrap();
+    r
+}
+
+/// Everything the projections hold, as comparable text.
+pub async fn dump(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
+    let q: [(&str, &str); 8] = [
+        ("cases", "SELECT doc FROM cases ORDER BY case_number"),
+        ("stats", "SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key"),
+        ("parties", "SELECT doc FROM parties ORDER BY case_number, court, person_id"),
+        ("party_history", "SELECT case_number || person_id || CAST(action_id AS TEXT) || person FROM party_history ORDER BY 1"),
+        ("erasures", "SELECT case_number || '|' || CAST(action_id AS TEXT) FROM erasures ORDER BY 1"),
+        (
+            "timeline",
+            "SELECT CAST(action_id AS TEXT) || '|' || case_number || '|' || type_code || '|' || type_name || '|' || \
+             COALESCE(section, '') || '|' || COALESCE(CAST(number_in_section AS TEXT), '') || '|' || \
+             COALESCE(document_url, '') || '|' || published || '|' || COALESCE(CAST(slot_action_id AS TEXT), '') || '|' || \
+             CAST(secondary_action AS TEXT) || CAST(secondary_document AS TEXT) || '|' || COALESCE(legal_force_date, '') \
+             FROM timeline ORDER BY action_id",
+        ),
+        ("slots", "SELECT case_number || '|' || section || '|' || CAST(number AS TEXT) || '|' || CAST(first_action_id AS TEXT) FROM slots ORDER BY 1"),
+        ("event_types", "SELECT code || '|' || name || '|' || source FROM event_types ORDER BY code"),
+    ];
+    let mut out = BTreeMap::new();
+    for (k, sql) in q {
+        out.insert(k, texts(store, sql, &[]).await);
+    }
+    out
+}
+
