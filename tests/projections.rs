@@ -357,3 +357,43 @@ async fn erasure_can_redact_the_replica() {
     }
     assert_eq!(before, dump(&app.store).await);
 }
+
+/// In the daemon, the builders follow the stored pages by themselves once the phase is
+/// `project`, and not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_builds_projections_in_the_project_phase() {
+    let (sim, url, _g) = common::sim(5_000, 1000, 34).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.period_secs = 1;
+    s.projection.debounce_ms = 100;
+    s.projection.every_secs = 1;
+    let app = std::sync::Arc::new(common::app(s).await);
+    projection::ensure_all(&app.store).await.unwrap();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let a = app.clone();
+    let daemon = tokio::spawn(async move { isir::cli::run_daemon(&a, rx).await });
+    // Phase `ingest`: the replica fills, the projections do not.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while app.store.checkpoint().await.unwrap() != sim.head_id() {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let ms = projection::metas(&app.store).await.unwrap();
+    assert!(ms.len() == 3 && ms.iter().all(|m| m.cursor == -1), "{ms:?}");
+    // Phase `project`: they catch up, and follow new pages.
+    app.store.set_setting("phase", "project").await.unwrap();
+    sim.publish(300);
+    let head = sim.head_id().unwrap();
+    loop {
+        let ms = projection::metas(&app.store).await.unwrap();
+        if ms.len() == 3 && ms.iter().all(|m| m.cursor == head) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline + std::time::Duration::from_secs(30), "{ms:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    tx.send(true).unwrap();
+    daemon.await.unwrap().unwrap();
+}
