@@ -30,6 +30,8 @@ pub struct Status {
     pub backfill_eta: Option<String>,
     pub last_tick: Option<TickRecord>,
     pub recent_ticks: Vec<TickRecord>,
+    /// Each projection builder: cursor, version, counters, error.
+    pub projections: Vec<crate::projection::Meta>,
 }
 
 /// A rough ETA from the budget: pages left at 1000 IDs... per request, limited by both
@@ -101,6 +103,7 @@ pub async fn collect(app: &App) -> anyhow::Result<Status> {
             .map(|h| eta_text(&app.settings, st.checkpoint.unwrap_or(app.settings.poll.start_id), h)),
         last_tick: ticks.first().cloned(),
         recent_ticks: ticks,
+        projections: crate::projection::metas(&app.store).await.unwrap_or_default(),
     })
 }
 
@@ -156,6 +159,22 @@ impl Status {
                 t.actions,
                 t.requests,
                 t.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+            );
+        }
+        for m in &self.projections {
+            let lag = self.checkpoint.map(|c| (c - m.cursor).max(0));
+            let _ = writeln!(
+                o,
+                "projection   {:<15} v{} cursor {} lag {} IDs; unknown codes {}, other unknown {}, unparsed {}, erased {}{}",
+                m.name,
+                m.version,
+                m.cursor,
+                opt(lag),
+                m.counts.unknown_codes,
+                m.counts.unknown_other,
+                m.counts.unparsed,
+                m.counts.erased,
+                m.error.as_deref().map(|e| format!("; STOPPED: {e}")).unwrap_or_default()
             );
         }
         o

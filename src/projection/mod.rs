@@ -151,14 +151,27 @@ async fn write_meta(tx: &mut Tx, m: &Meta) -> Result<(), ProjectionError> {
     Ok(())
 }
 
-async fn create_version(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
+/// Creates version `v`'s tables; their secondary indexes too, unless `defer_indexes`
+/// (a rebuild creates them once, just before the swap: bulk-building an index is much
+/// cheaper than keeping it up row by row).
+async fn create_version(tx: &mut Tx, b: &dyn Builder, v: i64, defer_indexes: bool) -> Result<(), ProjectionError> {
     for t in b.tables() {
         tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{v}"), &[]).await?;
     }
     for stmt in b.ddl(v, tx.is_postgres()) {
+        if defer_indexes && stmt.starts_with("CREATE INDEX") {
+            continue;
+        }
         tx.exec(&stmt, &[]).await?;
     }
     b.seed(tx, v).await
+}
+
+async fn create_indexes(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
+    for stmt in b.ddl(v, tx.is_postgres()).into_iter().filter(|s| s.starts_with("CREATE INDEX")) {
+        tx.exec(&stmt.replacen("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1), &[]).await?;
+    }
+    Ok(())
 }
 
 async fn point_views(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
@@ -176,7 +189,7 @@ pub async fn ensure(store: &Store, name: &str) -> Result<Meta, ProjectionError> 
     let m = match read_meta(&mut tx, name).await? {
         Some(m) => m,
         None => {
-            create_version(&mut tx, b.as_ref(), 1).await?;
+            create_version(&mut tx, b.as_ref(), 1, false).await?;
             point_views(&mut tx, b.as_ref(), 1).await?;
             let m = Meta { name: name.into(), cursor: START, version: 1, counts: Counts::default(), updated_at: now_ms(), error: None };
             write_meta(&mut tx, &m).await?;
@@ -331,7 +344,7 @@ pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, Proj
     let v = live.version + 1;
     {
         let mut tx = Tx::begin(store).await?;
-        create_version(&mut tx, b.as_ref(), v).await?;
+        create_version(&mut tx, b.as_ref(), v, true).await?;
         let m = Meta { name: next_key.clone(), cursor: START, version: v, counts: Counts::default(), updated_at: now_ms(), error: None };
         write_meta(&mut tx, &m).await?;
         tx.commit().await?;
@@ -342,12 +355,23 @@ pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, Proj
 async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, ProjectionError> {
     let b = builder(name)?;
     let next_key = format!("{name}#next");
+    let mut indexed = false;
     loop {
         loop {
             let s = step(store, name, &next_key, chunk).await?;
             if s.applied == 0 {
                 break;
             }
+        }
+        if !indexed {
+            // Caught up once: build the secondary indexes in their own transaction, then
+            // catch up again and swap.
+            let mut tx = Tx::begin(store).await?;
+            let v = read_meta(&mut tx, &next_key).await?.expect("next meta").version;
+            create_indexes(&mut tx, b.as_ref(), v).await?;
+            tx.commit().await?;
+            indexed = true;
+            continue;
         }
         // Swap the views and the cursor in one transaction, if nothing new arrived.
         let mut tx = Tx::begin(store).await?;
