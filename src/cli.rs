@@ -334,7 +334,7 @@ async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
         ProjectCmd::Rebuild { name } => {
             for n in names(name) {
                 let t = std::time::Instant::now();
-                let m = projection::rebuild(&app.store, &n, chunk).await?;
+                let m = projection::rebuild(&app.store, &n, app.settings.projection.rebuild_chunk).await?;
                 println!("{n}: version {} swapped in at cursor {} after {:.1} s", m.version, m.cursor, t.elapsed().as_secs_f64());
             }
             Ok(0)

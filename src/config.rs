@@ -33,6 +33,9 @@ pub struct ProjectionSettings {
     /// Actions a builder applies in one transaction. 5000: short enough not to hold the
     /// SQLite write lock for long (about 0.1 s), long enough to amortise the round trip.
     pub chunk: i64,
+    /// Actions a rebuild applies in one transaction. 20000: a rebuild reloads each case's
+    /// document once a chunk, so bigger chunks mean fewer reloads; about 30 MB of actions.
+    pub rebuild_chunk: i64,
     /// Builders also run this often without new pages. 30 s.
     pub every_secs: u64,
     /// Wait after a stored page before building, to batch pages. 1000 ms.
@@ -45,7 +48,7 @@ pub struct ProjectionSettings {
 
 impl Default for ProjectionSettings {
     fn default() -> Self {
-        Self { chunk: 5000, every_secs: 30, debounce_ms: 1000, redact_replica: false }
+        Self { chunk: 5000, rebuild_chunk: 20_000, every_secs: 30, debounce_ms: 1000, redact_replica: false }
     }
 }
 
@@ -265,6 +268,7 @@ impl Settings {
         check(self.poll.max_batches_per_tick > 0, "poll.max_batches_per_tick", "must be above 0");
         check(self.poll.page_size > 0, "poll.page_size", "must be above 0");
         check(self.projection.chunk > 0, "projection.chunk", "must be above 0");
+        check(self.projection.rebuild_chunk > 0, "projection.rebuild_chunk", "must be above 0");
         check(self.projection.every_secs > 0, "projection.every_secs", "must be above 0");
         check(
             crate::phase::Phase::parse(&self.phase.initial).is_some(),

@@ -192,23 +192,46 @@ impl Builder for Parties {
         cases.dedup();
         let mut erased: HashSet<String> = HashSet::new();
         let mut docs: BTreeMap<Key, PartyDoc> = BTreeMap::new();
-        // Load every party of the touched cases that a person or erasure action concerns.
-        let need: Vec<String> = recs
-            .iter()
-            .filter(|r| match &r.detail {
-                Note::Parsed(d) => d.person.is_some() || d.struck_out.is_some() || ERASURE_TYPES.contains(&r.action.type_code.as_str()),
-                _ => false,
-            })
-            .map(|r| r.action.case_number.clone())
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .collect();
+        // Load only what this chunk concerns: the persons its actions name, and the
+        // debtors of the cases it erases.
+        let mut person_keys: Vec<Key> = Vec::new();
+        let mut erasing: Vec<String> = Vec::new();
+        for r in recs {
+            if let Note::Parsed(d) = &r.detail {
+                if let Some(p) = &d.person {
+                    person_keys.push((r.action.case_number.clone(), d.origin.clone().unwrap_or_default(), p.id.clone()));
+                }
+                if d.struck_out.is_some() || ERASURE_TYPES.contains(&r.action.type_code.as_str()) {
+                    erasing.push(r.action.case_number.clone());
+                }
+            }
+        }
+        person_keys.sort();
+        person_keys.dedup();
+        erasing.sort();
+        erasing.dedup();
         for chunk in cases.chunks(500) {
             let sql = format!("SELECT case_number FROM erasures_v{v} WHERE case_number IN ({})", tx.list(chunk.len()));
             erased.extend(tx.texts(&sql, &texts_in(chunk)).await?);
         }
-        for chunk in need.chunks(500) {
-            let sql = format!("SELECT doc FROM parties_v{v} WHERE case_number IN ({})", tx.list(chunk.len()));
+        let pg = tx.is_postgres();
+        for chunk in person_keys.chunks(300) {
+            let tuples: Vec<String> = (0..chunk.len())
+                .map(|i| if pg { format!("(${},${},${})", 3 * i + 1, 3 * i + 2, 3 * i + 3) } else { "(?,?,?)".to_string() })
+                .collect();
+            let sql = format!(
+                "SELECT doc FROM parties_v{v} WHERE (case_number, court, person_id) IN (VALUES {})",
+                tuples.join(",")
+            );
+            let binds: Vec<Val> =
+                chunk.iter().flat_map(|(c, ct, p)| [Val::from(c.as_str()), ct.as_str().into(), p.as_str().into()]).collect();
+            for d in tx.texts(&sql, &binds).await? {
+                let doc: PartyDoc = serde_json::from_str(&d)?;
+                docs.insert(doc.key(), doc);
+            }
+        }
+        for chunk in erasing.chunks(500) {
+            let sql = format!("SELECT doc FROM parties_v{v} WHERE role = 'DLUŽNÍK' AND case_number IN ({})", tx.list(chunk.len()));
             for d in tx.texts(&sql, &texts_in(chunk)).await? {
                 let doc: PartyDoc = serde_json::from_str(&d)?;
                 docs.insert(doc.key(), doc);
