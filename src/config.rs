@@ -33,8 +33,9 @@ pub struct ProjectionSettings {
     /// Actions a builder applies in one transaction. 5000: short enough not to hold the
     /// SQLite write lock for long (about 0.1 s), long enough to amortise the round trip.
     pub chunk: i64,
-    /// Actions a rebuild applies in one transaction. 20000: a rebuild reloads each case's
-    /// document once a chunk, so bigger chunks mean fewer reloads; about 30 MB of actions.
+    /// Actions a rebuild applies in one transaction. 8000: a rebuild reloads each case's
+    /// document once a chunk, so bigger chunks mean fewer reloads, but each action costs
+    /// some 10 KB of memory while in flight (20000 peaked at 330 MB, over the 200 MB goal).
     pub rebuild_chunk: i64,
     /// Builders also run this often without new pages. 30 s.
     pub every_secs: u64,
@@ -48,7 +49,7 @@ pub struct ProjectionSettings {
 
 impl Default for ProjectionSettings {
     fn default() -> Self {
-        Self { chunk: 5000, rebuild_chunk: 20_000, every_secs: 30, debounce_ms: 1000, redact_replica: false }
+        Self { chunk: 5000, rebuild_chunk: 8_000, every_secs: 30, debounce_ms: 1000, redact_replica: false }
     }
 }
 

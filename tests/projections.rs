@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use common::{Backend, BOTH};
 use isir::projection::{self, cases::CaseDoc, fold::name_key, parties::PartyDoc, sql::Tx};
 use isir::source::model::{Note, Record};
-use isir::source::parse::note_of;
 use isir::store::Store;
 
 async fn replica(b: Backend, n: usize, seed: u64) -> (isir::sim::Simulator, common::TestDb, isir::app::App, isir::sim::SimGuard) {
@@ -26,13 +25,7 @@ async fn replica(b: Backend, n: usize, seed: u64) -> (isir::sim::Simulator, comm
 }
 
 fn records(sim: &isir::sim::Simulator) -> Vec<Record> {
-    sim.truth_all()
-        .into_iter()
-        .map(|a| {
-            let detail = note_of(a.note.as_deref());
-            Record { action: a, detail }
-        })
-        .collect()
+    isir::source::parse::records(sim.truth_all())
 }
 
 async fn catch_up_all(store: &Store, chunk: i64) {

@@ -18,7 +18,6 @@ pub mod verify;
 use serde::Serialize;
 
 use crate::source::model::Record;
-use crate::source::parse::note_of;
 use crate::store::{now_ms, Store};
 use sql::{Tx, Val};
 
@@ -223,14 +222,7 @@ pub async fn metas(store: &Store) -> Result<Vec<Meta>, ProjectionError> {
 
 /// Reads the replica after `cursor`, parsing each `poznamka`.
 async fn records_after(store: &Store, cursor: i64, limit: i64) -> Result<Vec<Record>, ProjectionError> {
-    let actions = store.actions_after(cursor, limit).await?;
-    Ok(actions
-        .into_iter()
-        .map(|a| {
-            let detail = note_of(a.note.as_deref());
-            Record { action: a, detail }
-        })
-        .collect())
+    Ok(crate::source::parse::records(store.actions_after(cursor, limit).await?))
 }
 
 /// The outcome of one step.

@@ -10,7 +10,6 @@ use serde::Serialize;
 use super::sql::Tx;
 use super::{cases, metas, parties, timeline, ProjectionError};
 use crate::source::model::Record;
-use crate::source::parse::note_of;
 use crate::store::Store;
 
 #[derive(Debug, Clone, Serialize, Default)]
@@ -26,15 +25,7 @@ impl Report {
 }
 
 async fn records(store: &Store, case: &str, upto: i64) -> Result<Vec<Record>, ProjectionError> {
-    Ok(store
-        .actions_of_case(case, upto)
-        .await?
-        .into_iter()
-        .map(|a| {
-            let detail = note_of(a.note.as_deref());
-            Record { action: a, detail }
-        })
-        .collect())
+    Ok(crate::source::parse::records(store.actions_of_case(case, upto).await?))
 }
 
 /// Checks `sample` random cases (or the given ones).

@@ -444,6 +444,17 @@ fn record(r: &mut Reader<&[u8]>) -> Result<Record, Outcome> {
     Ok(Record { action, detail })
 }
 
+/// Stored actions with their details parsed again (projections read the replica so).
+pub fn records(actions: Vec<Action>) -> Vec<Record> {
+    actions
+        .into_iter()
+        .map(|a| {
+            let detail = note_of(a.note.as_deref());
+            Record { action: a, detail }
+        })
+        .collect()
+}
+
 /// Parses an optional raw `poznamka` into a [`Note`]; a broken detail never fails the page.
 pub fn note_of(raw: Option<&str>) -> Note {
     match raw {
