@@ -18,3 +18,8 @@ pub mod cli;
 pub mod status;
 pub mod projection;
 pub mod projector;
+
+/// mimalloc: the parser and the builders allocate many small strings; it is measurably
+/// faster than the system allocator for that (docs/PERFORMANCE.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
