@@ -252,6 +252,10 @@ impl Builder for Cases {
         &["cases", "stats"]
     }
 
+    fn per_case(&self) -> bool {
+        true
+    }
+
     fn ddl(&self, v: i64, pg: bool) -> Vec<String> {
         let b = if pg { "BOOLEAN" } else { "INTEGER" };
         vec![

@@ -68,6 +68,11 @@ pub trait Builder: Send + Sync {
     fn tables(&self) -> &'static [&'static str];
     /// CREATE statements for version `v`.
     fn ddl(&self, v: i64, pg: bool) -> Vec<String>;
+    /// Whether the builder's state is per case (apart from order-independent sums), so a
+    /// rebuild may apply the replica case by case instead of in ID order.
+    fn per_case(&self) -> bool {
+        false
+    }
     /// Fills a new version with what it starts from (e.g. the seeded code list).
     async fn seed(&self, _tx: &mut Tx, _v: i64) -> Result<(), ProjectionError> {
         Ok(())
@@ -341,7 +346,57 @@ pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, Proj
         write_meta(&mut tx, &m).await?;
         tx.commit().await?;
     }
+    if b.per_case() {
+        bulk_fill(store, b.as_ref(), &next_key, v, chunk).await?;
+    }
     finish_rebuild(store, name, chunk).await
+}
+
+/// A rebuild of a per-case builder: walks the replica case by case (up to the
+/// checkpoint at the start), so every case's documents are built in memory once and
+/// written once, then leaves the cursor at that checkpoint for the ID-ordered catch-up.
+async fn bulk_fill(store: &Store, b: &dyn Builder, key: &str, v: i64, chunk: i64) -> Result<(), ProjectionError> {
+    let Some(head) = store.checkpoint().await? else {
+        return Ok(());
+    };
+    let mut pos: (String, i64) = (String::new(), i64::MIN);
+    let mut carry: Vec<crate::source::Action> = Vec::new();
+    loop {
+        let batch = store.actions_by_case((&pos.0, pos.1), head, chunk).await?;
+        let done = (batch.len() as i64) < chunk;
+        if let Some(a) = batch.last() {
+            pos = (a.case_number.clone(), a.id);
+        }
+        let mut acts = std::mem::take(&mut carry);
+        acts.extend(batch);
+        if !done {
+            // Hold back the last case: it may go on in the next batch.
+            let last = acts.last().map(|a| a.case_number.clone()).unwrap_or_default();
+            let split = acts.iter().position(|a| a.case_number == last).unwrap_or(0);
+            carry = acts.split_off(split);
+            if acts.is_empty() {
+                continue;
+            }
+        }
+        let recs = crate::source::parse::records(acts);
+        let mut tx = Tx::begin(store).await?;
+        let mut m = read_meta(&mut tx, key).await?.ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
+        let mut counts = Counts::default();
+        b.apply(&mut tx, v, &recs, &mut counts).await.map_err(|e| ProjectionError::Action {
+            id: recs.first().map(|r| r.action.id).unwrap_or(-1),
+            why: format!("bulk rebuild of {} cases from {:?}: {e}", recs.len(), recs.first().map(|r| &r.action.case_number)),
+        })?;
+        counts.applied = recs.len() as i64;
+        m.counts.add(&counts);
+        if done {
+            m.cursor = head;
+        }
+        write_meta(&mut tx, &m).await?;
+        tx.commit().await?;
+        if done {
+            return Ok(());
+        }
+    }
 }
 
 async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, ProjectionError> {

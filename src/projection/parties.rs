@@ -164,6 +164,10 @@ impl Builder for Parties {
         &["parties", "party_history", "erasures"]
     }
 
+    fn per_case(&self) -> bool {
+        true
+    }
+
     fn ddl(&self, v: i64, pg: bool) -> Vec<String> {
         let _ = pg;
         vec![

@@ -307,6 +307,28 @@ impl Store {
         Ok(rows)
     }
 
+    /// Stored actions up to `upto` in (case number, ID) order, after the position
+    /// `after` in that order, at most `limit` (a bulk rebuild walks the replica case by
+    /// case through the index `actions (case_number, id)`).
+    pub async fn actions_by_case(&self, after: (&str, i64), upto: i64, limit: i64) -> Result<Vec<Action>, StoreError> {
+        let sql = format!(
+            "SELECT {ACTION_COLUMNS} FROM actions WHERE (case_number, id) > ($1, $2) AND id <= $3 ORDER BY case_number, id LIMIT $4"
+        );
+        let rows = both!(self, |p| {
+            sqlx::query(&sql)
+                .bind(after.0)
+                .bind(after.1)
+                .bind(upto)
+                .bind(limit)
+                .fetch_all(p)
+                .await?
+                .into_iter()
+                .map(|r| row_action(&r))
+                .collect::<Result<Vec<_>, sqlx::Error>>()?
+        });
+        Ok(rows)
+    }
+
     /// The stored actions of one case up to `upto`, in ID order.
     pub async fn actions_of_case(&self, case_number: &str, upto: i64) -> Result<Vec<Action>, StoreError> {
         let sql = format!("SELECT {ACTION_COLUMNS} FROM actions WHERE case_number = $1 AND id <= $2 ORDER BY id");
