@@ -53,6 +53,8 @@ pub enum Command {
     },
     /// Apply the database migrations.
     Migrate,
+    /// Serve the read API alone (no lease, no writes), on api.bind.
+    Serve,
     /// Show the replica's state: checkpoint, lease, budget, last tick, head and lag.
     Status {
         #[arg(long)]
@@ -261,6 +263,10 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     println!("{}", serde_json::to_string(&t)?);
                     t.outcome.exit_code()
                 }
+                Command::Serve => {
+                    serve(&app, shutdown_signal()).await?;
+                    0
+                }
                 Command::Migrate => {
                     println!("migrations applied ({})", app.store.backend());
                     0
@@ -384,6 +390,27 @@ async fn phase(app: &App, cmd: PhaseCmd) -> anyhow::Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// The read API on `api.bind` until shutdown.
+pub async fn serve(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    crate::projection::ensure_all(&app.store).await?;
+    let listener = tokio::net::TcpListener::bind(&app.settings.api.bind)
+        .await
+        .with_context(|| format!("binding api.bind = {}", app.settings.api.bind))?;
+    let state = crate::api::ApiState {
+        store: app.store.clone(),
+        opts: std::sync::Arc::new(crate::api::ApiOptions {
+            max_limit: app.settings.api.max_limit,
+            default_limit: app.settings.api.default_limit,
+            max_lag_ids: app.settings.api.max_lag_ids,
+        }),
+    };
+    crate::api::run(listener, state, async move {
+        let _ = shutdown.wait_for(|v| *v).await;
+    })
+    .await?;
+    Ok(())
 }
 
 async fn checkpoint(app: &App, cmd: CheckpointCmd) -> anyhow::Result<i32> {

@@ -25,6 +25,28 @@ pub struct Settings {
     pub poll: PollSettings,
     pub phase: PhaseSettings,
     pub projection: ProjectionSettings,
+    pub api: ApiSettings,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApiSettings {
+    /// Address of the read API. Loopback by default: exposing it is a decision.
+    /// Port 0 picks a free port and logs it.
+    pub bind: String,
+    /// Largest page a list answers. 1000.
+    pub max_limit: i64,
+    /// Page size without `limit`. 50.
+    pub default_limit: i64,
+    /// `/readyz` is ready only while the projections are at most this many IDs behind
+    /// the replica. 10000: about half a day of the register's growth.
+    pub max_lag_ids: i64,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        Self { bind: "127.0.0.1:8080".into(), max_limit: 1000, default_limit: 50, max_lag_ids: 10_000 }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -147,6 +169,7 @@ impl Default for Settings {
             poll: PollSettings::default(),
             phase: PhaseSettings::default(),
             projection: ProjectionSettings::default(),
+            api: ApiSettings::default(),
         }
     }
 }
@@ -269,6 +292,12 @@ impl Settings {
         check(self.poll.max_batches_per_tick > 0, "poll.max_batches_per_tick", "must be above 0");
         check(self.poll.page_size > 0, "poll.page_size", "must be above 0");
         check(self.projection.chunk > 0, "projection.chunk", "must be above 0");
+        check(self.api.bind.parse::<std::net::SocketAddr>().is_ok(), "api.bind", "must be an address such as 127.0.0.1:8080");
+        check(
+            self.api.default_limit >= 1 && self.api.default_limit <= self.api.max_limit,
+            "api.default_limit",
+            "must be between 1 and api.max_limit",
+        );
         check(self.projection.rebuild_chunk > 0, "projection.rebuild_chunk", "must be above 0");
         check(self.projection.every_secs > 0, "projection.every_secs", "must be above 0");
         check(

@@ -23,3 +23,4 @@ pub mod projector;
 /// faster than the system allocator for that (docs/PERFORMANCE.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+pub mod api;

@@ -1,0 +1,57 @@
+//! The read API for analysts (first part): cases, their timelines and subjects, served
+//! from the projections, with the projection watermark on every answer.
+//!
+//! Owns HTTP shapes, parameter validation and problem details (RFC 9457). It reads the
+//! projection views only: it never imports the source client, never reads `actions`,
+//! and has no route that writes. `run(listener, state, shutdown)` serves on a listener
+//! it is given.
+
+mod problem;
+mod routes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+
+use crate::store::Store;
+pub use problem::Problem;
+
+#[derive(Clone, Debug)]
+pub struct ApiOptions {
+    /// Largest `limit` a list accepts.
+    pub max_limit: i64,
+    /// Default `limit`.
+    pub default_limit: i64,
+    /// `/readyz` says ready only within this lag of the projections behind the replica.
+    pub max_lag_ids: i64,
+}
+
+impl Default for ApiOptions {
+    fn default() -> Self {
+        Self { max_limit: 1000, default_limit: 50, max_lag_ids: 10_000 }
+    }
+}
+
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Store,
+    pub opts: Arc<ApiOptions>,
+}
+
+pub fn router(state: ApiState) -> Router {
+    routes::router(state)
+}
+
+/// Serves the API on `listener` until `shutdown` completes.
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    state: ApiState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    tracing::info!(addr = %listener.local_addr()?, "API listening");
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}
+
+/// A request timeout for every route.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

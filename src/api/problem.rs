@@ -1,0 +1,58 @@
+//! Problem details (RFC 9457): every error of the API as `application/problem+json`,
+//! with a message that says what was wrong. Bad input is a 400, never a 500.
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+#[derive(Debug, Serialize)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, kind: &str, detail: impl Into<String>) -> Self {
+        Problem {
+            kind: format!("https://isir-replica.example/problems/{kind}"),
+            title: status.canonical_reason().unwrap_or("error").to_string(),
+            status: status.as_u16(),
+            detail: detail.into(),
+        }
+    }
+    pub fn bad(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad-parameter", detail)
+    }
+    pub fn not_found(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not-found", detail)
+    }
+    pub fn unavailable(detail: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
+    }
+    pub fn internal(e: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %e, "API request failed");
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the projection could not be read; try again")
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, [(header::CONTENT_TYPE, "application/problem+json")], axum::Json(self)).into_response()
+    }
+}
+
+impl From<crate::projection::ProjectionError> for Problem {
+    fn from(e: crate::projection::ProjectionError) -> Self {
+        Problem::internal(e)
+    }
+}
+
+impl From<sqlx::Error> for Problem {
+    fn from(e: sqlx::Error) -> Self {
+        Problem::internal(e)
+    }
+}

@@ -1,0 +1,207 @@
+//! The read API (first part) on port 0 over both back ends with simulator data: cases,
+//! events with pagination to the end, subjects by IČO, birth number and name, masking,
+//! erasure, 400s for bad input, 503 before the serve phase, watermark and ETag.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{Backend, BOTH};
+use isir::projection::{self, cases::CaseDoc, fold::name_key};
+use serde_json::Value;
+
+struct Api {
+    base: String,
+    http: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Api {
+    async fn get(&self, path: &str) -> (u16, reqwest::header::HeaderMap, Value) {
+        let r = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
+        let status = r.status().as_u16();
+        let h = r.headers().clone();
+        let body = r.json().await.unwrap_or(Value::Null);
+        (status, h, body)
+    }
+}
+
+async fn start(store: isir::store::Store) -> Api {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let state = isir::api::ApiState { store, opts: std::sync::Arc::new(isir::api::ApiOptions::default()) };
+    tokio::spawn(isir::api::run(listener, state, async move {
+        let _ = rx.await;
+    }));
+    Api { base, http: reqwest::Client::new(), _stop: tx }
+}
+
+async fn served(b: Backend) -> (isir::sim::Simulator, isir::app::App, Api, isir::sim::SimGuard, common::TestDb) {
+    let (sim, url, g) = common::sim(20_000, 1000, 41).await;
+    let db = common::fresh_db(b).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.max_batches_per_tick = 1000;
+    let app = common::app(s).await;
+    app.poller().unwrap().poll_once().await;
+    for n in projection::NAMES {
+        projection::catch_up(&app.store, n, 5000).await.unwrap();
+    }
+    let api = start(app.store.clone()).await;
+    (sim, app, api, g, db)
+}
+
+async fn cases(store: &isir::store::Store) -> Vec<CaseDoc> {
+    common::texts(store, "SELECT doc FROM cases ORDER BY case_number", &[]).await.iter().map(|d| serde_json::from_str(d).unwrap()).collect()
+}
+
+fn path_of(case_number: &str) -> String {
+    let (n, y) = case_number.trim_start_matches("INS ").split_once('/').unwrap();
+    format!("/v1/cases/{y}/{n}")
+}
+
+#[tokio::test]
+async fn phases_gate_the_v1_routes() {
+    let (_sim, app, api, _g, _db) = served(Backend::Sqlite).await;
+    assert_eq!(api.get("/healthz").await.0, 200);
+    let (s, _, body) = api.get("/readyz").await;
+    assert_eq!(s, 503, "{body}");
+    let (s, h, body) = api.get("/v1/cases/2008/1").await;
+    assert_eq!(s, 503);
+    assert_eq!(h["content-type"], "application/problem+json");
+    assert!(body["detail"].as_str().unwrap().contains("ingest"), "{body}");
+    app.store.set_setting("phase", "serve").await.unwrap();
+    assert_eq!(api.get("/readyz").await.0, 200);
+}
+
+async fn endpoints(b: Backend) {
+    let (sim, app, api, _g, _db) = served(b).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let docs = cases(&app.store).await;
+    let head = sim.head_id().unwrap();
+
+    // One case, with the watermark in headers and body, and an ETag.
+    let c = docs.iter().find(|d| !d.erased && d.administrator.is_some()).unwrap();
+    let (s, h, body) = api.get(&path_of(&c.case_number)).await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["case"]["case_number"], c.case_number.as_str());
+    assert_eq!(body["case"]["state"], c.state.clone().unwrap().as_str());
+    assert_eq!(body["watermark"]["action_id"], head);
+    assert_eq!(h["isir-watermark"], head.to_string().as_str());
+    assert_eq!(h["isir-lag-seconds"], "0");
+    let etag = h["etag"].to_str().unwrap().to_string();
+    let r = api.http.get(format!("{}{}", api.base, path_of(&c.case_number))).header("If-None-Match", &etag).send().await.unwrap();
+    assert_eq!(r.status(), 304);
+
+    // Not found, bad input.
+    let (s, _, body) = api.get("/v1/cases/2008/999999").await;
+    assert_eq!(s, 404, "{body}");
+    for bad in ["/v1/cases/20x8/1", "/v1/cases/1999/1", "/v1/cases/2008/-3", "/v1/cases/2008/1?x=1"] {
+        let (s, h, body) = api.get(bad).await;
+        assert_eq!(s, 400, "{bad}: {body}");
+        assert_eq!(h["content-type"], "application/problem+json");
+        assert!(!body["detail"].as_str().unwrap().is_empty());
+    }
+
+    // Events: pages to the end equal the timeline.
+    let big = docs.iter().max_by_key(|d| d.documents).unwrap();
+    let mut path = format!("{}/events?limit=3", path_of(&big.case_number));
+    let mut got = Vec::new();
+    loop {
+        let (s, _, body) = api.get(&path).await;
+        assert_eq!(s, 200, "{body}");
+        got.extend(body["events"].as_array().unwrap().iter().map(|e| e["action_id"].as_i64().unwrap()));
+        match body["next"].as_str() {
+            Some(n) => path = n.to_string(),
+            None => break,
+        }
+    }
+    let want: Vec<i64> = sim.truth_all().iter().filter(|a| a.case_number == big.case_number).map(|a| a.id).collect();
+    assert_eq!(got, want);
+    let (_, _, unpaged) = api.get(&format!("{}/events?limit=1000", path_of(&big.case_number))).await;
+    assert_eq!(unpaged["events"].as_array().unwrap().len(), want.len());
+    assert!(unpaged["events"][0]["secondary_action"].is_boolean());
+    for bad in ["?limit=0", "?limit=5000", "?limit=x", "?cursor=!!", "?cursor=WyJ4Il0"] {
+        let (s, _, body) = api.get(&format!("{}/events{bad}", path_of(&big.case_number))).await;
+        assert_eq!(s, 400, "{bad}: {body}");
+    }
+
+    // Subjects by IČO, birth number (masked, but searchable) and name without diacritics.
+    let company = docs.iter().flat_map(|d| d.debtors.iter()).find(|p| p.ico.is_some()).unwrap();
+    let (s, _, body) = api.get(&format!("/v1/subjects?ico={}", company.ico.as_ref().unwrap())).await;
+    assert_eq!(s, 200, "{body}");
+    assert!(body["subjects"].as_array().unwrap().iter().any(|p| p["person_id"] == company.person_id.as_str()));
+    let person = docs.iter().flat_map(|d| d.debtors.iter()).find(|p| p.kind.as_deref() == Some("F")).unwrap();
+    let full: isir::projection::parties::PartyDoc = serde_json::from_str(
+        &common::texts(&app.store, "SELECT doc FROM parties WHERE person_id = $1", &[person.person_id.as_str().into()]).await[0],
+    )
+    .unwrap();
+    let rc = full.birth_number.clone().unwrap();
+    let (s, _, body) = api.get(&format!("/v1/subjects?rc={}", rc.replace('/', ""))).await;
+    assert_eq!(s, 200, "{body}");
+    let hit = body["subjects"].as_array().unwrap().iter().find(|p| p["person_id"] == person.person_id.as_str()).unwrap().clone();
+    assert_eq!(hit["birth_number"], "***", "birth numbers are masked");
+    assert_eq!(hit["birth_date"], "***");
+    let surname = person.name.clone().unwrap();
+    let ascii = name_key(&surname).to_uppercase();
+    let (s, _, body) = api.get(&format!("/v1/subjects?name={ascii}&limit=2")).await;
+    assert_eq!(s, 200, "{body}");
+    // Pages through all namesakes.
+    let mut seen = BTreeSet::new();
+    let mut page = body;
+    loop {
+        for p in page["subjects"].as_array().unwrap() {
+            assert_eq!(name_key(p["name"].as_str().unwrap()), name_key(&surname));
+            assert!(seen.insert(p["person_id"].as_str().unwrap().to_string() + p["case_number"].as_str().unwrap()));
+        }
+        match page["next"].as_str() {
+            Some(n) => page = api.get(n).await.2,
+            None => break,
+        }
+    }
+    assert!(seen.iter().any(|k| k.starts_with(&person.person_id)));
+    for bad in ["/v1/subjects", "/v1/subjects?ico=12&rc=1", "/v1/subjects?ico=abc", "/v1/subjects?rc=12/34", "/v1/subjects?color=red"] {
+        assert_eq!(api.get(bad).await.0, 400, "{bad}");
+    }
+
+    // Erased debtors never appear; the case does, with its erasure status.
+    let erased = docs.iter().find(|d| d.erased).expect("an erased case");
+    let (_, _, body) = api.get(&path_of(&erased.case_number)).await;
+    assert_eq!(body["case"]["erased"], true);
+    assert_eq!(body["case"]["debtors"].as_array().unwrap().len(), 0);
+    let truth = sim.truth_all();
+    for a in truth.iter().filter(|a| a.case_number == erased.case_number) {
+        if let isir::source::Note::Parsed(d) = isir::source::parse::note_of(a.note.as_deref()) {
+            if let Some(p) = d.person.filter(|p| p.role.as_deref() == Some("DLUŽNÍK")) {
+                if let Some(rc) = p.birth_number {
+                    let (_, _, body) = api.get(&format!("/v1/subjects?rc={rc}")).await;
+                    assert!(body["subjects"].as_array().unwrap().iter().all(|s| s["case_number"] != erased.case_number.as_str()));
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn endpoints_sqlite() {
+    endpoints(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn endpoints_postgres() {
+    endpoints(Backend::Postgres).await;
+}
+
+/// The read path does not depend on the writer: no poller, no Redis, still served.
+#[tokio::test]
+async fn serves_without_the_writer() {
+    for b in BOTH {
+        let (_sim, app, _api, g, db) = served(b).await;
+        app.store.set_setting("phase", "serve").await.unwrap();
+        g.stop().await;
+        drop(app);
+        let store = common::store(&db).await;
+        let api = start(store).await;
+        assert_eq!(api.get("/v1/cases/2008/1").await.0 / 100, 2, "{b:?}");
+    }
+}
