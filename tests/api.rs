@@ -205,3 +205,94 @@ async fn serves_without_the_writer() {
         assert_eq!(api.get("/v1/cases/2008/1").await.0 / 100, 2, "{b:?}");
     }
 }
+
+async fn walk(api: &Api, first: &str, key: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut path = first.to_string();
+    loop {
+        let (s, _, body) = api.get(&path).await;
+        assert_eq!(s, 200, "{path}: {body}");
+        out.extend(body[key].as_array().unwrap().iter().cloned());
+        match body["next"].as_str() {
+            Some(n) => path = n.to_string(),
+            None => return out,
+        }
+    }
+}
+
+async fn lists(b: Backend) {
+    let (sim, app, api, _g, _db) = served(b).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let docs = cases(&app.store).await;
+
+    // All cases by opening, paged, equal the projection; by latest action, newest first.
+    let all = walk(&api, "/v1/cases?limit=97", "cases").await;
+    assert_eq!(all.len(), docs.len());
+    let mut by_opened: Vec<(String, String)> = docs.iter().map(|d| (d.opened.clone(), d.case_number.clone())).collect();
+    by_opened.sort();
+    let got: Vec<(String, String)> =
+        all.iter().map(|c| (c["opened"].as_str().unwrap().to_string(), c["case_number"].as_str().unwrap().to_string())).collect();
+    assert_eq!(got, by_opened);
+    let latest = walk(&api, "/v1/cases?sort=latest&limit=250", "cases").await;
+    assert_eq!(latest.len(), docs.len());
+    assert!(latest.windows(2).all(|w| w[0]["latest_action_id"].as_i64() >= w[1]["latest_action_id"].as_i64()));
+
+    // Filters.
+    let court = docs[0].court_short.clone().unwrap();
+    let state = docs[0].state.clone().unwrap();
+    let want = docs.iter().filter(|d| d.court_short.as_deref() == Some(&court) && d.state.as_deref() == Some(&state)).count();
+    let got = walk(&api, &format!("/v1/cases?court={court}&state={}&limit=1000", url(&state)), "cases").await;
+    assert_eq!(got.len(), want);
+    let from = &docs[docs.len() / 2].opened;
+    let got = walk(&api, &format!("/v1/cases?opened_from={from}&limit=1000"), "cases").await;
+    assert_eq!(got.len(), docs.iter().filter(|d| &d.opened >= from).count());
+    let debtor = docs.iter().flat_map(|d| d.debtors.iter().map(move |p| (d, p))).find(|(_, p)| p.ico.is_some()).unwrap();
+    let got = walk(&api, &format!("/v1/cases?debtor_ico={}", debtor.1.ico.as_ref().unwrap()), "cases").await;
+    assert!(got.iter().any(|c| c["case_number"] == debtor.0.case_number.as_str()));
+    let f = docs.iter().filter(|d| d.debtor_kind.as_deref() == Some("F")).count();
+    assert_eq!(walk(&api, "/v1/cases?debtor_kind=F&limit=1000", "cases").await.len(), f);
+    for bad in ["/v1/cases?court=XX", "/v1/cases?opened_from=2020-13-01", "/v1/cases?sort=name", "/v1/cases?debtor_ico=x", "/v1/cases?cursor=abc", "/v1/cases?limit=1001"] {
+        assert_eq!(api.get(bad).await.0, 400, "{bad}");
+    }
+
+    // The change feed from an action ID, paged, equals the timeline after it.
+    let truth = sim.truth_all();
+    let from = truth[truth.len() - 2500].id;
+    let evs = walk(&api, &format!("/v1/events?after={from}&limit=1000"), "events").await;
+    let want: Vec<i64> = truth.iter().filter(|a| a.id > from && a.case_number != "INS -1/-1").map(|a| a.id).collect();
+    assert_eq!(evs.iter().map(|e| e["action_id"].as_i64().unwrap()).collect::<Vec<_>>(), want);
+    let t63 = walk(&api, "/v1/events?type=63&limit=1000", "events").await;
+    assert_eq!(t63.len(), truth.iter().filter(|a| a.type_code == "63").count());
+    let one = walk(&api, &format!("/v1/events?case={}", url(&docs[3].case_number)), "events").await;
+    assert_eq!(one.len(), truth.iter().filter(|a| a.case_number == docs[3].case_number).count());
+    for bad in ["/v1/events?after=x", "/v1/events?type=abc", "/v1/events?case=4711", "/v1/events?court=??"] {
+        assert_eq!(api.get(bad).await.0, 400, "{bad}");
+    }
+
+    // Stats add up.
+    let (s, _, st) = api.get("/v1/stats").await;
+    assert_eq!(s, 200);
+    for dim in ["by_state", "by_court", "by_month"] {
+        let sum: i64 = st[dim].as_object().unwrap().values().map(|v| v.as_i64().unwrap()).sum();
+        assert_eq!(sum as usize, docs.len(), "{dim}");
+    }
+}
+
+fn url(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn lists_feed_and_stats_sqlite() {
+    lists(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn lists_feed_and_stats_postgres() {
+    lists(Backend::Postgres).await;
+}

@@ -26,6 +26,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/cases/{year}/{number}", get(case))
         .route("/v1/cases/{year}/{number}/events", get(case_events))
         .route("/v1/subjects", get(subjects))
+        .route("/v1/cases", get(case_list))
+        .route("/v1/events", get(events))
+        .route("/v1/stats", get(stats))
         .with_state(state)
 }
 
@@ -308,4 +311,219 @@ fn url_escape(s: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+fn date_param(q: &HashMap<String, String>, k: &str) -> Result<Option<String>, Problem> {
+    match q.get(k) {
+        None => Ok(None),
+        Some(v) => chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d")
+            .map(|d| Some(d.format("%Y-%m-%d").to_string()))
+            .map_err(|_| Problem::bad(format!("{k} {v:?} is not a date (YYYY-MM-DD)"))),
+    }
+}
+
+fn court_param(q: &HashMap<String, String>) -> Result<Option<&'static crate::codes::Court>, Problem> {
+    match q.get("court") {
+        None => Ok(None),
+        Some(c) => crate::codes::COURTS
+            .iter()
+            .find(|x| x.short.eq_ignore_ascii_case(c) || x.code.eq_ignore_ascii_case(c))
+            .map(Some)
+            .ok_or_else(|| {
+                let known: Vec<&str> = crate::codes::COURTS.iter().map(|x| x.short).collect();
+                Problem::bad(format!("unknown court {c:?}; one of {}", known.join(", ")))
+            }),
+    }
+}
+
+/// `GET /v1/cases`: filters, two orders, keyset pagination.
+async fn case_list(
+    State(state): State<ApiState>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    only(
+        &q,
+        &[
+            "court", "state", "opened_from", "opened_to", "updated_since", "debtor_ico", "debtor_rc", "debtor_name",
+            "debtor_kind", "sort", "limit", "cursor",
+        ],
+    )?;
+    let limit = limit(&state, &q)?;
+    let sort = q.get("sort").map(String::as_str).unwrap_or("opened");
+    if sort != "opened" && sort != "latest" {
+        return Err(Problem::bad(format!("sort {sort:?}: one of opened, latest")));
+    }
+    let mut conds: Vec<String> = Vec::new();
+    let mut binds: Vec<Val> = Vec::new();
+    let mut add = |cond: &str, v: Val, binds: &mut Vec<Val>| {
+        binds.push(v);
+        conds.push(cond.replace('?', &format!("${}", binds.len())));
+    };
+    if let Some(c) = court_param(&q)? {
+        add("court_short = ?", c.short.into(), &mut binds);
+    }
+    if let Some(s) = q.get("state") {
+        add("state = ?", s.as_str().into(), &mut binds);
+    }
+    if let Some(d) = date_param(&q, "opened_from")? {
+        add("opened >= ?", d.into(), &mut binds);
+    }
+    if let Some(d) = date_param(&q, "opened_to")? {
+        add("opened <= ?", d.into(), &mut binds);
+    }
+    if let Some(d) = date_param(&q, "updated_since")? {
+        add("substr(latest_published, 1, 10) >= ?", d.into(), &mut binds);
+    }
+    if let Some(k) = q.get("debtor_kind") {
+        add("debtor_kind = ?", k.as_str().into(), &mut binds);
+    }
+    let sub = |col: &str| format!("case_number IN (SELECT case_number FROM parties WHERE role = 'DLUŽNÍK' AND {col} = ?)");
+    if let Some(v) = q.get("debtor_ico") {
+        if !(v.len() >= 6 && v.len() <= 12 && v.chars().all(|c| c.is_ascii_digit())) {
+            return Err(Problem::bad(format!("debtor_ico {v:?} is not an IČO (6 to 12 digits)")));
+        }
+        add(&sub("ico"), ico_key(v).into(), &mut binds);
+    }
+    if let Some(v) = q.get("debtor_rc") {
+        let digits: String = v.chars().filter(|c| *c != '/').collect();
+        if !(digits.len() == 9 || digits.len() == 10) || !digits.chars().all(|c| c.is_ascii_digit()) {
+            return Err(Problem::bad(format!("debtor_rc {v:?} is not a birth number (NNNNNN/NNNN or NNNNNN/NNN)")));
+        }
+        add(&sub("rc"), rc_key(v).into(), &mut binds);
+    }
+    if let Some(v) = q.get("debtor_name") {
+        let k = name_key(v);
+        if k.is_empty() || v.chars().count() > 200 {
+            return Err(Problem::bad("debtor_name must have 1 to 200 characters"));
+        }
+        add(&sub("name_key"), k.into(), &mut binds);
+    }
+    let (order, key_cols) = if sort == "opened" {
+        ("opened, case_number", ["opened", "case_number"])
+    } else {
+        ("latest_action_id DESC, case_number", ["latest_action_id", "case_number"])
+    };
+    if let Some(c) = q.get("cursor") {
+        let v = decode_cursor(c, 2)?;
+        if sort == "opened" {
+            binds.push(v[0].as_str().into());
+            binds.push(v[1].as_str().into());
+            conds.push(format!("(opened > ${} OR (opened = ${} AND case_number > ${}))", binds.len() - 1, binds.len() - 1, binds.len()));
+        } else {
+            let id: i64 = v[0].parse().map_err(|_| Problem::bad("cursor is malformed; use the `next` link"))?;
+            binds.push(id.into());
+            binds.push(v[1].as_str().into());
+            conds.push(format!(
+                "(latest_action_id < ${} OR (latest_action_id = ${} AND case_number > ${}))",
+                binds.len() - 1,
+                binds.len() - 1,
+                binds.len()
+            ));
+        }
+    }
+    binds.push((limit + 1).into());
+    let sql = format!(
+        "SELECT doc FROM cases {} ORDER BY {order} LIMIT ${}",
+        if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) },
+        binds.len()
+    );
+    let (mut tx, wm) = open(&state).await?;
+    let rows = tx.texts(&sql, &binds).await?;
+    tx.commit().await?;
+    let mut docs: Vec<Value> = rows.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(Problem::internal)?;
+    let more = docs.len() as i64 > limit;
+    docs.truncate(limit as usize);
+    let next = more.then(|| {
+        let l = docs.last().cloned().unwrap_or_default();
+        let k0 = match &l[if key_cols[0] == "opened" { "opened" } else { "latest_action_id" }] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mut qs: Vec<String> = q
+            .iter()
+            .filter(|(k, _)| k.as_str() != "cursor" && k.as_str() != "limit")
+            .map(|(k, v)| format!("{k}={}", url_escape(v)))
+            .collect();
+        qs.sort();
+        qs.push(format!("limit={limit}"));
+        qs.push(format!("cursor={}", encode_cursor(&[k0, l["case_number"].as_str().unwrap_or_default().to_string()])));
+        format!("/v1/cases?{}", qs.join("&"))
+    });
+    Ok(respond(&wm, &headers, json!({ "cases": docs, "next": next })))
+}
+
+/// `GET /v1/events?after=ID`: the change feed in action-ID order.
+async fn events(
+    State(state): State<ApiState>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    only(&q, &["after", "type", "court", "case", "limit"])?;
+    let limit = limit(&state, &q)?;
+    let after: i64 = match q.get("after") {
+        None => -1,
+        Some(a) => a.parse().map_err(|_| Problem::bad(format!("after {a:?} is not an action ID")))?,
+    };
+    let mut conds = vec!["action_id > $1".to_string()];
+    let mut binds: Vec<Val> = vec![after.into()];
+    if let Some(t) = q.get("type") {
+        if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit()) {
+            return Err(Problem::bad(format!("type {t:?} is not an action-type code")));
+        }
+        binds.push(t.as_str().into());
+        conds.push(format!("type_code = ${}", binds.len()));
+    }
+    if let Some(c) = court_param(&q)? {
+        binds.push(c.code.into());
+        conds.push(format!("court = ${}", binds.len()));
+    }
+    if let Some(c) = q.get("case") {
+        let ok = c.strip_prefix("INS ").and_then(|r| r.split_once('/')).is_some_and(|(n, y)| n.parse::<u32>().is_ok() && y.parse::<u32>().is_ok());
+        if !ok {
+            return Err(Problem::bad(format!("case {c:?} is not a case number such as `INS 4711/2026`")));
+        }
+        binds.push(c.as_str().into());
+        conds.push(format!("case_number = ${}", binds.len()));
+    }
+    binds.push((limit + 1).into());
+    let (mut tx, wm) = open(&state).await?;
+    let sql = format!(
+        "SELECT {} FROM timeline WHERE {} ORDER BY action_id LIMIT ${}",
+        event_json_sql(tx.is_postgres()),
+        conds.join(" AND "),
+        binds.len()
+    );
+    let rows = tx.texts(&sql, &binds).await?;
+    tx.commit().await?;
+    let mut evs: Vec<Value> = rows.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(Problem::internal)?;
+    let more = evs.len() as i64 > limit;
+    evs.truncate(limit as usize);
+    let next = more.then(|| {
+        let last = evs.last().and_then(|e| e["action_id"].as_i64()).unwrap_or(after);
+        let mut qs: Vec<String> = q
+            .iter()
+            .filter(|(k, _)| k.as_str() != "after" && k.as_str() != "limit")
+            .map(|(k, v)| format!("{k}={}", url_escape(v)))
+            .collect();
+        qs.sort();
+        format!("/v1/events?after={last}&limit={limit}{}{}", if qs.is_empty() { "" } else { "&" }, qs.join("&"))
+    });
+    Ok(respond(&wm, &headers, json!({ "events": evs, "next": next })))
+}
+
+/// `GET /v1/stats`: cases by state, court and month opened.
+async fn stats(State(state): State<ApiState>, Query(q): Query<HashMap<String, String>>, headers: HeaderMap) -> Result<Response, Problem> {
+    only(&q, &[])?;
+    let (mut tx, wm) = open(&state).await?;
+    let rows = tx.texts("SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key", &[]).await?;
+    tx.commit().await?;
+    let mut out = json!({"by_state": {}, "by_court": {}, "by_month": {}});
+    for r in rows {
+        let mut f = r.splitn(3, '|');
+        let (Some(dim), Some(key), Some(n)) = (f.next(), f.next(), f.next()) else { continue };
+        let n: i64 = n.parse().unwrap_or(0);
+        out[format!("by_{dim}")][key] = json!(n);
+    }
+    Ok(respond(&wm, &headers, out))
 }
