@@ -44,6 +44,9 @@ pub enum Command {
         /// Database of the demo.
         #[arg(long, default_value = "sqlite://isir-demo.db")]
         database: String,
+        /// Address of the demo's read API.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        api_bind: String,
     },
     /// Run one tick and exit: 0 progressed or caught up, 2 lease held elsewhere,
     /// 3 budget spent, 4 source error, 5 store or lease error, 6 ingestion disabled.
@@ -248,7 +251,9 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             .await?;
             Ok(0)
         }
-        Command::Demo { actions, period, live_rate, database } => demo(cli.config, actions, period, live_rate, database).await,
+        Command::Demo { actions, period, live_rate, database, api_bind } => {
+            demo(cli.config, actions, period, live_rate, database, api_bind).await
+        }
         command => {
             let settings = Settings::load(cli.config.as_deref())?;
             let app = App::build(settings).await?;
@@ -392,21 +397,24 @@ async fn phase(app: &App, cmd: PhaseCmd) -> anyhow::Result<i32> {
     }
 }
 
-/// The read API on `api.bind` until shutdown.
-pub async fn serve(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
-    crate::projection::ensure_all(&app.store).await?;
-    let listener = tokio::net::TcpListener::bind(&app.settings.api.bind)
-        .await
-        .with_context(|| format!("binding api.bind = {}", app.settings.api.bind))?;
-    let state = crate::api::ApiState {
+fn api_state(app: &App) -> crate::api::ApiState {
+    crate::api::ApiState {
         store: app.store.clone(),
         opts: std::sync::Arc::new(crate::api::ApiOptions {
             max_limit: app.settings.api.max_limit,
             default_limit: app.settings.api.default_limit,
             max_lag_ids: app.settings.api.max_lag_ids,
         }),
-    };
-    crate::api::run(listener, state, async move {
+    }
+}
+
+/// The read API on `api.bind` until shutdown.
+pub async fn serve(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    crate::projection::ensure_all(&app.store).await?;
+    let listener = tokio::net::TcpListener::bind(&app.settings.api.bind)
+        .await
+        .with_context(|| format!("binding api.bind = {}", app.settings.api.bind))?;
+    crate::api::run(listener, api_state(app), async move {
         let _ = shutdown.wait_for(|v| *v).await;
     })
     .await?;
@@ -489,6 +497,16 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
     });
     tracing::info!(source = %app.settings.source.url, database = %crate::app::redact(&app.settings.database.url),
         redis = app.redis.is_some(), holder = app.lease.holder(), "daemon started");
+    // The daemon's HTTP server runs whatever the phase; `/v1` answers from `serve` up.
+    let listener = tokio::net::TcpListener::bind(&app.settings.api.bind)
+        .await
+        .with_context(|| format!("binding api.bind = {}", app.settings.api.bind))?;
+    let api = {
+        let mut sd = shutdown.clone();
+        tokio::spawn(crate::api::run(listener, api_state(app), async move {
+            let _ = sd.wait_for(|v| *v).await;
+        }))
+    };
     let projector = tokio::spawn(crate::projector::run(
         app.store.clone(),
         poller.stored_signal(),
@@ -517,6 +535,7 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
     }
     poller.release().await;
     let _ = projector.await;
+    let _ = api.await;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -524,7 +543,14 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
     Ok(())
 }
 
-async fn demo(config: Option<PathBuf>, actions: usize, period: u64, live_rate: f64, database: String) -> anyhow::Result<i32> {
+async fn demo(
+    config: Option<PathBuf>,
+    actions: usize,
+    period: u64,
+    live_rate: f64,
+    database: String,
+    api_bind: String,
+) -> anyhow::Result<i32> {
     let opts = SimOptions { actions, live_rate, daily_limit: None, per_minute_limit: None, ..SimOptions::default() };
     let (sim, url, guard) = crate::sim::spawn(opts).await?;
     let mut settings = Settings::load(config.as_deref())?;
@@ -533,7 +559,8 @@ async fn demo(config: Option<PathBuf>, actions: usize, period: u64, live_rate: f
     settings.redis.url = None;
     settings.poll.period_secs = period;
     settings.poll.head_check_secs = 60;
-    settings.phase.initial = "project".into();
+    settings.phase.initial = "serve".into();
+    settings.api.bind = api_bind.clone();
     settings.validate()?;
     let app = App::build(settings).await?;
     println!("isir demo: a simulated register of {actions} actions (+{live_rate}/s) at {url}");
@@ -541,6 +568,12 @@ async fn demo(config: Option<PathBuf>, actions: usize, period: u64, live_rate: f
     println!("  watch the log lines 'tick', or in another shell:");
     println!("    ISIR_DATABASE__URL={} isir status", app.settings.database.url);
     println!("  the simulator's own count: {}", url.replace(crate::sim::SERVICE_PATH, "/_sim/stats"));
+    println!("  the read API (phase serve), once the first tick has been projected:");
+    println!("    curl -s 'http://{api_bind}/v1/stats'");
+    println!("    curl -s 'http://{api_bind}/v1/cases?sort=latest&limit=3'");
+    println!("    curl -s 'http://{api_bind}/v1/cases/2008/1'");
+    println!("    curl -s 'http://{api_bind}/v1/subjects?name=novak&limit=5'");
+    println!("    curl -s 'http://{api_bind}/v1/events?after=0&limit=5'");
     let _ = sim.head_id();
     run_daemon(&app, shutdown_signal()).await?;
     app.store.close().await;

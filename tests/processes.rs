@@ -42,6 +42,7 @@ fn env_of(s: &isir::config::Settings) -> Vec<(String, String)> {
         ("ISIR_BUDGET__PER_MINUTE".into(), s.budget.per_minute.to_string()),
         ("ISIR_BUDGET__KEY_PREFIX".into(), s.budget.key_prefix.clone()),
         ("ISIR_SOURCE__RETRY_BACKOFF_MS".into(), "50".into()),
+        ("ISIR_API__BIND".into(), "127.0.0.1:0".into()),
     ];
     if let Some(r) = &s.redis.url {
         v.push(("ISIR_REDIS__URL".into(), r.clone()));

@@ -79,6 +79,7 @@ pub fn settings(source: &str, db: &TestDb) -> Settings {
     s.lease.key = format!("isirtest:lease:{}", rand_suffix());
     s.lease.epoch_key = format!("{}:epoch", s.lease.key);
     s.budget.key_prefix = format!("isirtest:budget:{}", rand_suffix());
+    s.api.bind = "127.0.0.1:0".into();
     s
 }
 
