@@ -145,6 +145,15 @@ fn limit(state: &ApiState, q: &HashMap<String, String>) -> Result<i64, Problem> 
     }
 }
 
+/// Parses the rows of a list query (which asked for `limit + 1`), and tells whether
+/// there is a next page.
+fn page(rows: &[String], limit: i64) -> Result<(Vec<Value>, bool), Problem> {
+    let mut items: Vec<Value> = rows.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(Problem::internal)?;
+    let more = items.len() as i64 > limit;
+    items.truncate(limit as usize);
+    Ok((items, more))
+}
+
 fn encode_cursor(parts: &[String]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(parts).unwrap_or_default())
 }
@@ -218,9 +227,7 @@ async fn case_events(
     );
     let rows = tx.texts(&sql, &[cn.as_str().into(), after.into(), Val::from(limit + 1)]).await?;
     tx.commit().await?;
-    let mut events: Vec<Value> = rows.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(Problem::internal)?;
-    let more = events.len() as i64 > limit;
-    events.truncate(limit as usize);
+    let (events, more) = page(&rows, limit)?;
     let next = more.then(|| {
         let last = events.last().and_then(|e| e["action_id"].as_i64()).unwrap_or_default();
         format!("/v1/cases/{year}/{number}/events?limit={limit}&cursor={}", encode_cursor(&[last.to_string()]))
@@ -287,9 +294,7 @@ async fn subjects(
     let binds = [key.as_str().into(), after[0].as_str().into(), after[1].as_str().into(), after[2].as_str().into(), Val::from(limit + 1)];
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
-    let mut persons: Vec<Value> = rows.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(Problem::internal)?;
-    let more = persons.len() as i64 > limit;
-    persons.truncate(limit as usize);
+    let (persons, more) = page(&rows, limit)?;
     let next = more.then(|| {
         let l = persons.last().cloned().unwrap_or_default();
         let parts = ["case_number", "court", "person_id"].map(|k| l[k].as_str().unwrap_or_default().to_string());
@@ -431,9 +436,7 @@ async fn case_list(
     let (mut tx, wm) = open(&state).await?;
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
-    let mut docs: Vec<Value> = rows.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(Problem::internal)?;
-    let more = docs.len() as i64 > limit;
-    docs.truncate(limit as usize);
+    let (docs, more) = page(&rows, limit)?;
     let next = more.then(|| {
         let l = docs.last().cloned().unwrap_or_default();
         let k0 = match &l[if key_cols[0] == "opened" { "opened" } else { "latest_action_id" }] {
@@ -496,9 +499,7 @@ async fn events(
     );
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
-    let mut evs: Vec<Value> = rows.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(Problem::internal)?;
-    let more = evs.len() as i64 > limit;
-    evs.truncate(limit as usize);
+    let (evs, more) = page(&rows, limit)?;
     let next = more.then(|| {
         let last = evs.last().and_then(|e| e["action_id"].as_i64()).unwrap_or(after);
         let mut qs: Vec<String> = q

@@ -52,6 +52,21 @@ macro_rules! write_tx {
     };
 }
 
+/// Runs a SELECT of `ACTION_COLUMNS` with the given binds and maps the rows to actions.
+macro_rules! fetch_actions {
+    ($self:expr, $sql:expr, [$($b:expr),*]) => {
+        both!($self, |p| {
+            sqlx::query($sql)
+                $(.bind($b))*
+                .fetch_all(p)
+                .await?
+                .into_iter()
+                .map(|r| row_action(&r))
+                .collect::<Result<Vec<_>, sqlx::Error>>()?
+        })
+    };
+}
+
 const ACTION_COLUMNS: &str =
     "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
 
@@ -294,17 +309,7 @@ impl Store {
     /// Stored actions with an ID above `after`, in ID order, at most `limit`.
     pub async fn actions_after(&self, after: i64, limit: i64) -> Result<Vec<Action>, StoreError> {
         let sql = format!("SELECT {ACTION_COLUMNS} FROM actions WHERE id > $1 ORDER BY id LIMIT $2");
-        let rows = both!(self, |p| {
-            sqlx::query(&sql)
-                .bind(after)
-                .bind(limit)
-                .fetch_all(p)
-                .await?
-                .into_iter()
-                .map(|r| row_action(&r))
-                .collect::<Result<Vec<_>, sqlx::Error>>()?
-        });
-        Ok(rows)
+        Ok(fetch_actions!(self, &sql, [after, limit]))
     }
 
     /// Stored actions up to `upto` in (case number, ID) order, after the position
@@ -314,35 +319,13 @@ impl Store {
         let sql = format!(
             "SELECT {ACTION_COLUMNS} FROM actions WHERE (case_number, id) > ($1, $2) AND id <= $3 ORDER BY case_number, id LIMIT $4"
         );
-        let rows = both!(self, |p| {
-            sqlx::query(&sql)
-                .bind(after.0)
-                .bind(after.1)
-                .bind(upto)
-                .bind(limit)
-                .fetch_all(p)
-                .await?
-                .into_iter()
-                .map(|r| row_action(&r))
-                .collect::<Result<Vec<_>, sqlx::Error>>()?
-        });
-        Ok(rows)
+        Ok(fetch_actions!(self, &sql, [after.0, after.1, upto, limit]))
     }
 
     /// The stored actions of one case up to `upto`, in ID order.
     pub async fn actions_of_case(&self, case_number: &str, upto: i64) -> Result<Vec<Action>, StoreError> {
         let sql = format!("SELECT {ACTION_COLUMNS} FROM actions WHERE case_number = $1 AND id <= $2 ORDER BY id");
-        let rows = both!(self, |p| {
-            sqlx::query(&sql)
-                .bind(case_number)
-                .bind(upto)
-                .fetch_all(p)
-                .await?
-                .into_iter()
-                .map(|r| row_action(&r))
-                .collect::<Result<Vec<_>, sqlx::Error>>()?
-        });
-        Ok(rows)
+        Ok(fetch_actions!(self, &sql, [case_number, upto]))
     }
 
     /// Actions stored per epoch: (epoch, count, min id, max id). For lease checkers.
