@@ -296,3 +296,15 @@ async fn lists_feed_and_stats_sqlite() {
 async fn lists_feed_and_stats_postgres() {
     lists(Backend::Postgres).await;
 }
+
+#[tokio::test]
+async fn answers_are_compressed_and_bodies_refused() {
+    let (_sim, app, api, _g, _db) = served(Backend::Sqlite).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let raw = reqwest::Client::builder().no_gzip().build().unwrap();
+    let r = raw.get(format!("{}/v1/cases?limit=200", api.base)).header("Accept-Encoding", "gzip").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-encoding"], "gzip");
+    let r = raw.post(format!("{}/v1/cases", api.base)).body(vec![b'x'; 100_000]).send().await.unwrap();
+    assert!(r.status() == 405 || r.status() == 413, "{}", r.status());
+}

@@ -39,8 +39,13 @@ pub struct ApiState {
     pub opts: Arc<ApiOptions>,
 }
 
+/// The routes with their protections: a request timeout, a body limit (the API takes no
+/// bodies), gzip compression of answers.
 pub fn router(state: ApiState) -> Router {
     routes::router(state)
+        .layer(tower_http::compression::CompressionLayer::new().gzip(true))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(16 * 1024))
+        .layer(tower_http::timeout::TimeoutLayer::new(REQUEST_TIMEOUT))
 }
 
 /// Serves the API on `listener` until `shutdown` completes.
