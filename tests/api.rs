@@ -308,3 +308,55 @@ async fn answers_are_compressed_and_bodies_refused() {
     let r = raw.post(format!("{}/v1/cases", api.base)).body(vec![b'x'; 100_000]).send().await.unwrap();
     assert!(r.status() == 405 || r.status() == 413, "{}", r.status());
 }
+
+/// Every list also answers as CSV and NDJSON, with the same filters and pages.
+#[tokio::test]
+async fn csv_and_ndjson_equal_json() {
+    for b in BOTH {
+        let (_sim, app, api, _g, _db) = served(b).await;
+        app.store.set_setting("phase", "serve").await.unwrap();
+        for (path, key, id) in [
+            ("/v1/cases?sort=latest&limit=40", "cases", "case_number"),
+            ("/v1/events?after=0&limit=300&type=63", "events", "action_id"),
+            ("/v1/subjects?name=novak&limit=7", "subjects", "person_id"),
+        ] {
+            let json: Vec<String> = walk(&api, path, key).await.iter().map(|v| match &v[id] {
+                Value::String(s) => s.clone(),
+                o => o.to_string(),
+            }).collect();
+            assert!(json.len() > 5, "{path}");
+            for fmt in ["csv", "ndjson"] {
+                let mut ids = Vec::new();
+                let mut next = Some(format!("{path}&format={fmt}"));
+                while let Some(p) = next.take() {
+                    let r = api.http.get(format!("{}{p}", api.base)).send().await.unwrap();
+                    assert_eq!(r.status(), 200);
+                    assert!(r.headers().contains_key("isir-watermark"));
+                    next = r.headers().get("link").map(|l| {
+                        let l = l.to_str().unwrap();
+                        l[1..l.find('>').unwrap()].to_string()
+                    });
+                    let text = r.text().await.unwrap();
+                    if fmt == "csv" {
+                        let mut rd = csv::Reader::from_reader(text.as_bytes());
+                        let col = rd.headers().unwrap().iter().position(|h| h == id).unwrap();
+                        ids.extend(rd.records().map(|r| r.unwrap()[col].to_string()));
+                    } else {
+                        ids.extend(text.lines().map(|l| {
+                            let v: Value = serde_json::from_str(l).unwrap();
+                            match &v[id] {
+                                Value::String(s) => s.clone(),
+                                o => o.to_string(),
+                            }
+                        }));
+                    }
+                }
+                assert_eq!(ids, json, "{fmt} of {path} on {b:?}");
+            }
+            // Accept works too.
+            let r = api.http.get(format!("{}{path}", api.base)).header("Accept", "text/csv").send().await.unwrap();
+            assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
+        }
+        assert_eq!(api.get("/v1/cases?format=xml").await.0, 400);
+    }
+}

@@ -45,7 +45,7 @@ pub fn router(state: ApiState) -> Router {
     routes::router(state)
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(16 * 1024))
-        .layer(tower_http::timeout::TimeoutLayer::new(REQUEST_TIMEOUT))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(axum::http::StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
 }
 
 /// Serves the API on `listener` until `shutdown` completes.

@@ -88,6 +88,101 @@ fn respond(wm: &Watermark, req: &HeaderMap, mut body: Value) -> Response {
     resp
 }
 
+/// The representation a list is asked in: `?format=` wins over `Accept`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    Csv,
+    Ndjson,
+}
+
+fn format_of(q: &HashMap<String, String>, req: &HeaderMap) -> Result<Format, Problem> {
+    match q.get("format").map(String::as_str) {
+        Some("json") => Ok(Format::Json),
+        Some("csv") => Ok(Format::Csv),
+        Some("ndjson") => Ok(Format::Ndjson),
+        Some(other) => Err(Problem::bad(format!("format {other:?}: one of json, csv, ndjson"))),
+        None => {
+            let accept = req.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+            Ok(if accept.contains("text/csv") {
+                Format::Csv
+            } else if accept.contains("application/x-ndjson") {
+                Format::Ndjson
+            } else {
+                Format::Json
+            })
+        }
+    }
+}
+
+/// A cell of a CSV row: `a.b` reaches into objects; arrays and objects are JSON text.
+fn cell(item: &Value, path: &str) -> String {
+    let mut v = item;
+    for p in path.split('.') {
+        v = &v[p];
+    }
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A list in the asked representation. JSON carries `next` in the body; CSV and NDJSON
+/// in a `Link: <...>; rel="next"` header. All carry the watermark headers.
+fn respond_list(
+    wm: &Watermark,
+    req: &HeaderMap,
+    format: Format,
+    key: &str,
+    items: Vec<Value>,
+    next: Option<String>,
+    columns: &[&str],
+) -> Response {
+    let (ctype, body) = match format {
+        Format::Json => return respond(wm, req, json!({ key: items, "next": next })),
+        Format::Ndjson => {
+            let mut out = String::new();
+            for i in &items {
+                out.push_str(&i.to_string());
+                out.push('\n');
+            }
+            ("application/x-ndjson", out)
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(Vec::new());
+            let _ = w.write_record(columns);
+            for i in &items {
+                let _ = w.write_record(columns.iter().map(|c| cell(i, c)));
+            }
+            ("text/csv; charset=utf-8", String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default())
+        }
+    };
+    let mut resp = ([(header::CONTENT_TYPE, ctype)], body).into_response();
+    let hs = resp.headers_mut();
+    if let Some(n) = next.and_then(|n| HeaderValue::from_str(&format!("<{n}>; rel=\"next\"")).ok()) {
+        hs.insert(header::LINK, n);
+    }
+    hs.insert("ISIR-Watermark", HeaderValue::from_str(&wm.action_id.to_string()).expect("number"));
+    hs.insert("ISIR-Lag-Seconds", HeaderValue::from_str(&wm.lag_seconds.to_string()).expect("number"));
+    resp
+}
+
+pub const CASE_COLUMNS: &[&str] = &[
+    "case_number", "court_short", "court_name", "state", "opened", "first_action_id", "latest_action_id",
+    "latest_published", "claims_deadline", "ended", "debtor_kind", "administrator.name", "administrator.first_name",
+    "administrator.ico", "documents", "claims", "erased", "erased_at",
+];
+pub const EVENT_COLUMNS: &[&str] = &[
+    "action_id", "case_number", "court", "type_code", "type_name", "section", "number_in_section", "document_url",
+    "published", "created", "slot_action_id", "secondary_action", "secondary_document", "legal_force_date",
+    "corrected_published", "annulled",
+];
+pub const SUBJECT_COLUMNS: &[&str] = &[
+    "case_number", "court", "person_id", "role", "kind", "name", "first_name", "title_before", "title_after",
+    "legal_form", "ico", "dic", "birth_number", "birth_date", "left_case", "latest_action_id",
+];
+
 async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
@@ -209,7 +304,8 @@ async fn case_events(
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only(&q, &["limit", "cursor"])?;
+    only(&q, &["limit", "cursor", "format"])?;
+    let format = format_of(&q, &headers)?;
     let cn = case_number(&year, &number)?;
     let limit = limit(&state, &q)?;
     let after: i64 = match q.get("cursor") {
@@ -230,9 +326,10 @@ async fn case_events(
     let (events, more) = page(&rows, limit)?;
     let next = more.then(|| {
         let last = events.last().and_then(|e| e["action_id"].as_i64()).unwrap_or_default();
-        format!("/v1/cases/{year}/{number}/events?limit={limit}&cursor={}", encode_cursor(&[last.to_string()]))
+        let f = q.get("format").map(|f| format!("&format={f}")).unwrap_or_default();
+        format!("/v1/cases/{year}/{number}/events?limit={limit}&cursor={}{f}", encode_cursor(&[last.to_string()]))
     });
-    Ok(respond(&wm, &headers, json!({ "case_number": cn, "events": events, "next": next })))
+    Ok(respond_list(&wm, &headers, format, "events", events, next, EVENT_COLUMNS))
 }
 
 /// Birth numbers and birth dates are masked for callers without the `pii` scope (API
@@ -251,7 +348,8 @@ async fn subjects(
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only(&q, &["ico", "rc", "name", "limit", "cursor"])?;
+    only(&q, &["ico", "rc", "name", "limit", "cursor", "format"])?;
+    let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let given: Vec<&str> = ["ico", "rc", "name"].into_iter().filter(|k| q.contains_key(*k)).collect();
     if given.len() != 1 {
@@ -299,14 +397,11 @@ async fn subjects(
         let l = persons.last().cloned().unwrap_or_default();
         let parts = ["case_number", "court", "person_id"].map(|k| l[k].as_str().unwrap_or_default().to_string());
         let qk = given[0];
-        format!(
-            "/v1/subjects?{qk}={}&limit={limit}&cursor={}",
-            url_escape(&q[qk]),
-            encode_cursor(&parts)
-        )
+        let f = q.get("format").map(|f| format!("&format={f}")).unwrap_or_default();
+        format!("/v1/subjects?{qk}={}&limit={limit}&cursor={}{f}", url_escape(&q[qk]), encode_cursor(&parts))
     });
     let persons: Vec<Value> = persons.into_iter().map(mask).collect();
-    Ok(respond(&wm, &headers, json!({ "subjects": persons, "next": next })))
+    Ok(respond_list(&wm, &headers, format, "subjects", persons, next, SUBJECT_COLUMNS))
 }
 
 fn url_escape(s: &str) -> String {
@@ -351,9 +446,10 @@ async fn case_list(
         &q,
         &[
             "court", "state", "opened_from", "opened_to", "updated_since", "debtor_ico", "debtor_rc", "debtor_name",
-            "debtor_kind", "sort", "limit", "cursor",
+            "debtor_kind", "sort", "limit", "cursor", "format",
         ],
     )?;
+    let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let sort = q.get("sort").map(String::as_str).unwrap_or("opened");
     if sort != "opened" && sort != "latest" {
@@ -453,7 +549,7 @@ async fn case_list(
         qs.push(format!("cursor={}", encode_cursor(&[k0, l["case_number"].as_str().unwrap_or_default().to_string()])));
         format!("/v1/cases?{}", qs.join("&"))
     });
-    Ok(respond(&wm, &headers, json!({ "cases": docs, "next": next })))
+    Ok(respond_list(&wm, &headers, format, "cases", docs, next, CASE_COLUMNS))
 }
 
 /// `GET /v1/events?after=ID`: the change feed in action-ID order.
@@ -462,7 +558,8 @@ async fn events(
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only(&q, &["after", "type", "court", "case", "limit"])?;
+    only(&q, &["after", "type", "court", "case", "limit", "format"])?;
+    let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let after: i64 = match q.get("after") {
         None => -1,
@@ -510,7 +607,7 @@ async fn events(
         qs.sort();
         format!("/v1/events?after={last}&limit={limit}{}{}", if qs.is_empty() { "" } else { "&" }, qs.join("&"))
     });
-    Ok(respond(&wm, &headers, json!({ "events": evs, "next": next })))
+    Ok(respond_list(&wm, &headers, format, "events", evs, next, EVENT_COLUMNS))
 }
 
 /// `GET /v1/stats`: cases by state, court and month opened.
