@@ -398,14 +398,18 @@ async fn phase(app: &App, cmd: PhaseCmd) -> anyhow::Result<i32> {
 }
 
 fn api_state(app: &App) -> crate::api::ApiState {
-    crate::api::ApiState {
-        store: app.store.clone(),
-        opts: std::sync::Arc::new(crate::api::ApiOptions {
-            max_limit: app.settings.api.max_limit,
-            default_limit: app.settings.api.default_limit,
-            max_lag_ids: app.settings.api.max_lag_ids,
-        }),
-    }
+    let a = &app.settings.api;
+    crate::api::ApiState::new(
+        app.store.clone(),
+        crate::api::ApiOptions {
+            max_limit: a.max_limit,
+            default_limit: a.default_limit,
+            max_lag_ids: a.max_lag_ids,
+            rate_per_second: a.rate_per_second,
+            burst: a.burst,
+            keys: a.keys.clone(),
+        },
+    )
 }
 
 /// The read API on `api.bind` until shutdown.

@@ -41,11 +41,35 @@ pub struct ApiSettings {
     /// `/readyz` is ready only while the projections are at most this many IDs behind
     /// the replica. 10000: about half a day of the register's growth.
     pub max_lag_ids: i64,
+    /// Requests a second per API key, or per client address without a key. 20, with
+    /// bursts of `burst`: enough for an analyst's scripts, not for scraping.
+    pub rate_per_second: u32,
+    pub burst: u32,
+    /// API keys: only their SHA-256 (hex) is configured. Scope `pii` sees birth numbers
+    /// and birth dates of natural persons.
+    pub keys: Vec<ApiKey>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKey {
+    pub name: String,
+    pub sha256: String,
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 impl Default for ApiSettings {
     fn default() -> Self {
-        Self { bind: "127.0.0.1:8080".into(), max_limit: 1000, default_limit: 50, max_lag_ids: 10_000 }
+        Self {
+            bind: "127.0.0.1:8080".into(),
+            max_limit: 1000,
+            default_limit: 50,
+            max_lag_ids: 10_000,
+            rate_per_second: 20,
+            burst: 100,
+            keys: Vec::new(),
+        }
     }
 }
 
@@ -293,6 +317,14 @@ impl Settings {
         check(self.poll.page_size > 0, "poll.page_size", "must be above 0");
         check(self.projection.chunk > 0, "projection.chunk", "must be above 0");
         check(self.api.bind.parse::<std::net::SocketAddr>().is_ok(), "api.bind", "must be an address such as 127.0.0.1:8080");
+        check(self.api.rate_per_second > 0 && self.api.burst > 0, "api.rate_per_second", "rate and burst must be above 0");
+        for k in &self.api.keys {
+            check(
+                k.sha256.len() == 64 && k.sha256.chars().all(|c| c.is_ascii_hexdigit()),
+                "api.keys.sha256",
+                "must be 64 hex digits (the SHA-256 of the key, never the key itself)",
+            );
+        }
         check(
             self.api.default_limit >= 1 && self.api.default_limit <= self.api.max_limit,
             "api.default_limit",

@@ -27,10 +27,14 @@ impl Api {
 }
 
 async fn start(store: isir::store::Store) -> Api {
+    start_with(store, isir::api::ApiOptions { rate_per_second: 10_000, burst: 10_000, ..Default::default() }).await
+}
+
+async fn start_with(store: isir::store::Store, opts: isir::api::ApiOptions) -> Api {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let state = isir::api::ApiState { store, opts: std::sync::Arc::new(isir::api::ApiOptions::default()) };
+    let state = isir::api::ApiState::new(store, opts);
     tokio::spawn(isir::api::run(listener, state, async move {
         let _ = rx.await;
     }));
@@ -359,4 +363,41 @@ async fn csv_and_ndjson_equal_json() {
         }
         assert_eq!(api.get("/v1/cases?format=xml").await.0, 400);
     }
+}
+
+#[tokio::test]
+async fn pii_scope_and_rate_limit() {
+    use sha2::Digest;
+    let (_sim, app, _api, _g, _db) = served(Backend::Sqlite).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let hash = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
+    let keys = vec![
+        isir::config::ApiKey { name: "analyst".into(), sha256: hash("secret-analyst"), scopes: vec!["pii".into()] },
+        isir::config::ApiKey { name: "public".into(), sha256: hash("secret-public"), scopes: vec![] },
+    ];
+    let api = start_with(app.store.clone(), isir::api::ApiOptions { rate_per_second: 1, burst: 5, keys, ..Default::default() }).await;
+    let rc = common::texts(&app.store, "SELECT rc FROM parties WHERE rc IS NOT NULL LIMIT 1", &[]).await.remove(0);
+    let ask = |key: Option<&'static str>| {
+        let mut r = api.http.get(format!("{}/v1/subjects?rc={rc}", api.base));
+        if let Some(k) = key {
+            r = r.header("X-API-Key", k);
+        }
+        r.send()
+    };
+    let body: Value = ask(Some("secret-analyst")).await.unwrap().json().await.unwrap();
+    assert_eq!(body["subjects"][0]["birth_number"], rc.as_str(), "pii scope sees birth numbers");
+    let body: Value = ask(Some("secret-public")).await.unwrap().json().await.unwrap();
+    assert_eq!(body["subjects"][0]["birth_number"], "***");
+    assert_eq!(ask(Some("wrong")).await.unwrap().status(), 401);
+    // Without a key: limited per client address, 5 in a burst, then 429 with Retry-After.
+    let mut codes = Vec::new();
+    for _ in 0..8 {
+        let r = ask(None).await.unwrap();
+        codes.push(r.status().as_u16());
+        if r.status() == 429 {
+            assert!(r.headers()["retry-after"].to_str().unwrap().parse::<u64>().unwrap() >= 1);
+        }
+    }
+    assert_eq!(codes.iter().filter(|c| **c == 200).count(), 5, "{codes:?}");
+    assert_eq!(codes.iter().filter(|c| **c == 429).count(), 3, "{codes:?}");
 }

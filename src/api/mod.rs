@@ -6,6 +6,7 @@
 //! and has no route that writes. `run(listener, state, shutdown)` serves on a listener
 //! it is given.
 
+mod guard;
 mod problem;
 mod routes;
 
@@ -25,11 +26,15 @@ pub struct ApiOptions {
     pub default_limit: i64,
     /// `/readyz` says ready only within this lag of the projections behind the replica.
     pub max_lag_ids: i64,
+    pub rate_per_second: u32,
+    pub burst: u32,
+    /// Configured keys (hashes and scopes).
+    pub keys: Vec<crate::config::ApiKey>,
 }
 
 impl Default for ApiOptions {
     fn default() -> Self {
-        Self { max_limit: 1000, default_limit: 50, max_lag_ids: 10_000 }
+        Self { max_limit: 1000, default_limit: 50, max_lag_ids: 10_000, rate_per_second: 20, burst: 100, keys: Vec::new() }
     }
 }
 
@@ -37,12 +42,21 @@ impl Default for ApiOptions {
 pub struct ApiState {
     pub store: Store,
     pub opts: Arc<ApiOptions>,
+    pub(crate) limiter: Arc<guard::Limiter>,
+}
+
+impl ApiState {
+    pub fn new(store: Store, opts: ApiOptions) -> Self {
+        let limiter = Arc::new(guard::limiter(opts.rate_per_second, opts.burst));
+        ApiState { store, opts: Arc::new(opts), limiter }
+    }
 }
 
 /// The routes with their protections: a request timeout, a body limit (the API takes no
 /// bodies), gzip compression of answers.
 pub fn router(state: ApiState) -> Router {
-    routes::router(state)
+    routes::router(state.clone())
+        .layer(axum::middleware::from_fn_with_state(state, guard::guard))
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(16 * 1024))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(axum::http::StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
@@ -55,7 +69,9 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "API listening");
-    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// A request timeout for every route.

@@ -332,8 +332,7 @@ async fn case_events(
     Ok(respond_list(&wm, &headers, format, "events", events, next, EVENT_COLUMNS))
 }
 
-/// Birth numbers and birth dates are masked for callers without the `pii` scope (API
-/// keys come with the API-key issue; until then everyone is masked).
+/// Birth numbers and birth dates are masked for callers without the `pii` scope.
 fn mask(mut p: Value) -> Value {
     for k in ["birth_number", "birth_date"] {
         if p[k].is_string() {
@@ -347,7 +346,9 @@ async fn subjects(
     State(state): State<ApiState>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    caller: Option<axum::Extension<super::guard::Caller>>,
 ) -> Result<Response, Problem> {
+    let pii = caller.is_some_and(|c| c.pii);
     only(&q, &["ico", "rc", "name", "limit", "cursor", "format"])?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
@@ -400,7 +401,7 @@ async fn subjects(
         let f = q.get("format").map(|f| format!("&format={f}")).unwrap_or_default();
         format!("/v1/subjects?{qk}={}&limit={limit}&cursor={}{f}", url_escape(&q[qk]), encode_cursor(&parts))
     });
-    let persons: Vec<Value> = persons.into_iter().map(mask).collect();
+    let persons: Vec<Value> = if pii { persons } else { persons.into_iter().map(mask).collect() };
     Ok(respond_list(&wm, &headers, format, "subjects", persons, next, SUBJECT_COLUMNS))
 }
 

@@ -1,0 +1,93 @@
+//! Who is asking and how often: API keys (configured as SHA-256 hashes, compared in
+//! constant time) with scopes, and a rate limit per key or per client address (governor),
+//! answered with 429 and `Retry-After`.
+//!
+//! Owns request identity only; it never logs a key or a client's data.
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use sha2::{Digest, Sha256};
+
+use super::{ApiState, Problem};
+
+pub type Limiter = DefaultKeyedRateLimiter<String>;
+
+pub fn limiter(per_second: u32, burst: u32) -> Limiter {
+    let q = Quota::per_second(NonZeroU32::new(per_second.max(1)).unwrap())
+        .allow_burst(NonZeroU32::new(burst.max(1)).unwrap());
+    RateLimiter::keyed(q)
+}
+
+/// What the caller may see, put into the request's extensions.
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    pub key: Option<String>,
+    pub pii: bool,
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn presented(req: &Request) -> Option<String> {
+    if let Some(v) = req.headers().get("x-api-key").and_then(|v| v.to_str().ok()) {
+        return Some(v.trim().to_string());
+    }
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|v| v.trim().to_string())
+}
+
+pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
+    let mut caller = Caller::default();
+    if let Some(key) = presented(&req) {
+        let digest = hex::encode(Sha256::digest(key.as_bytes()));
+        let mut found = None;
+        for k in &state.opts.keys {
+            // Every configured key is compared, so timing does not tell which matched.
+            if constant_time_eq(digest.as_bytes(), k.sha256.to_ascii_lowercase().as_bytes()) {
+                found = Some(k);
+            }
+        }
+        match found {
+            Some(k) => {
+                caller.key = Some(k.name.clone());
+                caller.pii = k.scopes.iter().any(|s| s == "pii");
+            }
+            None => {
+                return Problem::new(StatusCode::UNAUTHORIZED, "unknown-key", "the API key is not known").into_response();
+            }
+        }
+    }
+    let who = match &caller.key {
+        Some(name) => format!("key:{name}"),
+        None => req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| format!("ip:{}", c.0.ip()))
+            .unwrap_or_else(|| "ip:unknown".into()),
+    };
+    if let Err(not_until) = state.limiter.check_key(&who) {
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        let mut r = Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate-limited",
+            format!("too many requests; retry in {secs} s"),
+        )
+        .into_response();
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_str(&secs.max(1).to_string()).expect("number"));
+        return r;
+    }
+    req.extensions_mut().insert(caller);
+    next.run(req).await
+}
