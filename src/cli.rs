@@ -251,6 +251,16 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             .await?;
             Ok(0)
         }
+        Command::Serve => {
+            // Readers scale out apart from the writer: no lease, no migrations, a
+            // read-only pool.
+            let settings = Settings::load(cli.config.as_deref())?;
+            let store = crate::store::Store::connect_read_only(&settings.database.url, settings.database.max_connections)
+                .await
+                .with_context(|| format!("connecting read-only to database.url = {}", crate::app::redact(&settings.database.url)))?;
+            serve(&settings, store, shutdown_signal()).await?;
+            Ok(0)
+        }
         Command::Demo { actions, period, live_rate, database, api_bind } => {
             demo(cli.config, actions, period, live_rate, database, api_bind).await
         }
@@ -267,10 +277,6 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     let t = p.poll_once().await;
                     println!("{}", serde_json::to_string(&t)?);
                     t.outcome.exit_code()
-                }
-                Command::Serve => {
-                    serve(&app, shutdown_signal()).await?;
-                    0
                 }
                 Command::Migrate => {
                     println!("migrations applied ({})", app.store.backend());
@@ -300,7 +306,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 Command::Checkpoint { cmd } => checkpoint(&app, cmd).await?,
                 Command::Project { cmd } => project(&app, cmd).await?,
                 Command::Phase { cmd } => phase(&app, cmd).await?,
-                Command::Sim(_) | Command::Demo { .. } => unreachable!(),
+                Command::Sim(_) | Command::Demo { .. } | Command::Serve => unreachable!(),
             };
             app.store.close().await;
             Ok(code)
@@ -397,10 +403,10 @@ async fn phase(app: &App, cmd: PhaseCmd) -> anyhow::Result<i32> {
     }
 }
 
-fn api_state(app: &App) -> crate::api::ApiState {
-    let a = &app.settings.api;
+fn api_state(settings: &Settings, store: crate::store::Store) -> crate::api::ApiState {
+    let a = &settings.api;
     crate::api::ApiState::new(
-        app.store.clone(),
+        store,
         crate::api::ApiOptions {
             max_limit: a.max_limit,
             default_limit: a.default_limit,
@@ -413,12 +419,11 @@ fn api_state(app: &App) -> crate::api::ApiState {
 }
 
 /// The read API on `api.bind` until shutdown.
-pub async fn serve(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
-    crate::projection::ensure_all(&app.store).await?;
-    let listener = tokio::net::TcpListener::bind(&app.settings.api.bind)
+pub async fn serve(settings: &Settings, store: crate::store::Store, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(&settings.api.bind)
         .await
-        .with_context(|| format!("binding api.bind = {}", app.settings.api.bind))?;
-    crate::api::run(listener, api_state(app), async move {
+        .with_context(|| format!("binding api.bind = {}", settings.api.bind))?;
+    crate::api::run(listener, api_state(settings, store), async move {
         let _ = shutdown.wait_for(|v| *v).await;
     })
     .await?;
@@ -507,7 +512,7 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
         .with_context(|| format!("binding api.bind = {}", app.settings.api.bind))?;
     let api = {
         let mut sd = shutdown.clone();
-        tokio::spawn(crate::api::run(listener, api_state(app), async move {
+        tokio::spawn(crate::api::run(listener, api_state(&app.settings, app.store.clone()), async move {
             let _ = sd.wait_for(|v| *v).await;
         }))
     };

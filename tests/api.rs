@@ -204,7 +204,9 @@ async fn serves_without_the_writer() {
         app.store.set_setting("phase", "serve").await.unwrap();
         g.stop().await;
         drop(app);
-        let store = common::store(&db).await;
+        // As `isir serve` does: a read-only pool, no lease, no Redis.
+        let store = isir::store::Store::connect_read_only(&db.url, 4).await.unwrap();
+        assert!(store.set_setting("phase", "off").await.is_err(), "the read path cannot write");
         let api = start(store).await;
         assert_eq!(api.get("/v1/cases/2008/1").await.0 / 100, 2, "{b:?}");
     }

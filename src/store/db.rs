@@ -99,6 +99,27 @@ impl Store {
         }
     }
 
+    /// A read-only connection pool (`isir serve`): SQLite opened read-only, PostgreSQL
+    /// sessions with `default_transaction_read_only`. Never migrates.
+    pub async fn connect_read_only(url: &str, max_connections: u32) -> anyhow::Result<Store> {
+        if url.starts_with("sqlite:") {
+            let opts = SqliteConnectOptions::from_str(url)?
+                .read_only(true)
+                .busy_timeout(Duration::from_secs(30))
+                .pragma("cache_size", "-32768");
+            let pool = SqlitePoolOptions::new().max_connections(max_connections).connect_with(opts).await?;
+            Ok(Store::Sqlite(pool))
+        } else {
+            let opts = sqlx::postgres::PgConnectOptions::from_str(url)?.options([("default_transaction_read_only", "on")]);
+            let pool = PgPoolOptions::new()
+                .max_connections(max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(opts)
+                .await?;
+            Ok(Store::Postgres(pool))
+        }
+    }
+
     /// Applies the migrations of this back end.
     pub async fn migrate(&self) -> anyhow::Result<()> {
         match self {
