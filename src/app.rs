@@ -28,6 +28,7 @@ pub struct App {
 impl App {
     /// Connects to the database (migrating it) and, if configured, Redis.
     pub async fn build(settings: Settings) -> anyhow::Result<App> {
+        crate::telemetry::init();
         let store = Store::connect(&settings.database.url, settings.database.max_connections)
             .await
             .with_context(|| format!("connecting to the database (database.url = {})", redact(&settings.database.url)))?;

@@ -24,3 +24,4 @@ pub mod projector;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod api;
+pub mod telemetry;

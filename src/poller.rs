@@ -195,6 +195,7 @@ impl Poller {
         let mut t = Tick { outcome: TickOutcome::CaughtUp, pages: 0, actions: 0, requests: 0, checkpoint: None, head: None };
         t.outcome = self.tick(&mut t, shutdown).await;
         self.log(&t);
+        self.record_metrics(&t);
         let rec = TickRecord {
             at: now_ms(),
             outcome: t.outcome.name().into(),
@@ -216,6 +217,26 @@ impl Poller {
             }
         }
         t
+    }
+
+    fn record_metrics(&self, t: &Tick) {
+        metrics::counter!("isir_ticks_total", "outcome" => t.outcome.name()).increment(1);
+        metrics::counter!("isir_pages_stored_total").increment(t.pages as u64);
+        metrics::counter!("isir_actions_stored_total").increment(t.actions);
+        metrics::counter!("isir_source_requests_total").increment(t.requests as u64);
+        if let Some(c) = t.checkpoint {
+            metrics::gauge!("isir_checkpoint").set(c as f64);
+        }
+        if let Some(h) = t.head {
+            metrics::gauge!("isir_source_head").set(h as f64);
+            if let Some(c) = t.checkpoint {
+                metrics::gauge!("isir_lag_ids").set((h - c).max(0) as f64);
+            }
+        }
+        metrics::gauge!("isir_lease_held").set(if self.held.is_some() { 1.0 } else { 0.0 });
+        if let Some(g) = self.held {
+            metrics::gauge!("isir_lease_epoch").set(g.epoch as f64);
+        }
     }
 
     fn log(&self, t: &Tick) {

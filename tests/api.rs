@@ -403,3 +403,14 @@ async fn pii_scope_and_rate_limit() {
     assert_eq!(codes.iter().filter(|c| **c == 200).count(), 5, "{codes:?}");
     assert_eq!(codes.iter().filter(|c| **c == 429).count(), 3, "{codes:?}");
 }
+
+#[tokio::test]
+async fn metrics_in_prometheus_text() {
+    let (_sim, app, api, _g, _db) = served(Backend::Sqlite).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    assert_eq!(api.get("/v1/stats").await.0, 200);
+    let text = api.http.get(format!("{}/metrics", api.base)).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("isir_api_request_seconds_bucket"), "{text}");
+    assert!(text.contains("route=\"/v1/stats\""), "{text}");
+    assert!(text.contains("isir_actions_stored_total"), "the poller's counters too: {text}");
+}

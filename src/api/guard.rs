@@ -89,5 +89,14 @@ pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) 
         return r;
     }
     req.extensions_mut().insert(caller);
-    next.run(req).await
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let started = std::time::Instant::now();
+    let resp = next.run(req).await;
+    metrics::histogram!("isir_api_request_seconds", "route" => route, "status" => resp.status().as_u16().to_string())
+        .record(started.elapsed().as_secs_f64());
+    resp
 }

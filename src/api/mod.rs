@@ -47,6 +47,7 @@ pub struct ApiState {
 
 impl ApiState {
     pub fn new(store: Store, opts: ApiOptions) -> Self {
+        crate::telemetry::init();
         let limiter = Arc::new(guard::limiter(opts.rate_per_second, opts.burst));
         ApiState { store, opts: Arc::new(opts), limiter }
     }
@@ -56,7 +57,7 @@ impl ApiState {
 /// bodies), gzip compression of answers.
 pub fn router(state: ApiState) -> Router {
     routes::router(state.clone())
-        .layer(axum::middleware::from_fn_with_state(state, guard::guard))
+        .route_layer(axum::middleware::from_fn_with_state(state, guard::guard))
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(16 * 1024))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(axum::http::StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))

@@ -22,6 +22,7 @@ use crate::projection::sql::{Tx, Val};
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics_text))
         .route("/readyz", get(readyz))
         .route("/v1/cases/{year}/{number}", get(case))
         .route("/v1/cases/{year}/{number}/events", get(case_events))
@@ -182,6 +183,10 @@ pub const SUBJECT_COLUMNS: &[&str] = &[
     "case_number", "court", "person_id", "role", "kind", "name", "first_name", "title_before", "title_after",
     "legal_form", "ico", "dic", "birth_number", "birth_date", "left_case", "latest_action_id",
 ];
+
+async fn metrics_text() -> Response {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::telemetry::handle().render()).into_response()
+}
 
 async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
