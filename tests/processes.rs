@@ -228,11 +228,12 @@ async fn sigkill_during_projection_build() {
                 .spawn()
                 .unwrap();
             tokio::time::sleep(Duration::from_millis(rng.gen_range(30..400))).await;
+            // `try_wait` reaps a child that already finished: only a running one is killed.
             if child.try_wait().unwrap().is_none() {
                 killed_mid_way += 1;
+                signal(&child, "-KILL");
+                child.wait().unwrap();
             }
-            signal(&child, "-KILL");
-            child.wait().unwrap();
         }
         assert!(killed_mid_way > 3, "kills must land while building ({killed_mid_way})");
         for n in isir::projection::NAMES {
