@@ -4,7 +4,7 @@
 //!
 //! `cargo bench --bench parse`
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use quick_xml::events::Event;
 use quick_xml::reader::Reader;
 
@@ -14,7 +14,11 @@ use isir::source::write::data_response;
 
 fn page() -> (Vec<u8>, i64) {
     // A page from the middle of a long stream: all kinds of actions.
-    let sim = Simulator::new(SimOptions { seed: 42, actions: 21_000, ..Default::default() });
+    let sim = Simulator::new(SimOptions {
+        seed: 42,
+        actions: 21_000,
+        ..Default::default()
+    });
     let all = sim.truth_all();
     let slice = &all[20_000..21_000];
     (data_response(slice).into_bytes(), all[19_999].id)
@@ -56,8 +60,12 @@ fn bench(c: &mut Criterion) {
     eprintln!("page: {} bytes, 1000 records", body.len());
     let mut g = c.benchmark_group("page_1000");
     g.throughput(Throughput::Bytes(body.len() as u64));
-    g.bench_function("typed_parse_with_details", |b| b.iter(|| parse_data_response(std::hint::black_box(&body), after).unwrap()));
-    g.bench_function("bare_quick_xml_scan", |b| b.iter(|| bare_scan(std::hint::black_box(&body))));
+    g.bench_function("typed_parse_with_details", |b| {
+        b.iter(|| parse_data_response(std::hint::black_box(&body), after).unwrap())
+    });
+    g.bench_function("bare_quick_xml_scan", |b| {
+        b.iter(|| bare_scan(std::hint::black_box(&body)))
+    });
     g.finish();
 }
 

@@ -7,14 +7,18 @@
 use std::time::Instant;
 
 use isir::sim::{SimOptions, Simulator};
+use isir::source::Page;
 use isir::source::parse::parse_data_response;
 use isir::source::write::data_response;
-use isir::source::Page;
 use isir::store::Store;
 use sqlx::Connection;
 
 fn pages(n: usize) -> Vec<Page> {
-    let sim = Simulator::new(SimOptions { seed: 5, actions: n * 1000, ..Default::default() });
+    let sim = Simulator::new(SimOptions {
+        seed: 5,
+        actions: n * 1000,
+        ..Default::default()
+    });
     let all = sim.truth_all();
     let mut after = -1;
     all.chunks(1000)
@@ -41,26 +45,46 @@ async fn run(store: &Store, pages: &[Page]) -> f64 {
 fn main() {
     let quick = std::env::args().all(|a| a != "--bench");
     let n = if quick { 3 } else { 100 };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let pages = pages(n);
         let dir = tempfile::tempdir().unwrap();
-        let sqlite = Store::connect(&format!("sqlite://{}", dir.path().join("b.db").display()), 5).await.unwrap();
+        let sqlite = Store::connect(
+            &format!("sqlite://{}", dir.path().join("b.db").display()),
+            5,
+        )
+        .await
+        .unwrap();
         sqlite.migrate().await.unwrap();
         let r = run(&sqlite, &pages).await;
         println!("store/sqlite: {n} pages of 1000 actions: {r:.0} actions/s");
 
-        let admin = std::env::var("ISIR_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
-        let mut c = sqlx::PgConnection::connect(&admin).await.expect("PostgreSQL for the bench (ISIR_TEST_PG)");
+        let admin = std::env::var("ISIR_TEST_PG")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let mut c = sqlx::PgConnection::connect(&admin)
+            .await
+            .expect("PostgreSQL for the bench (ISIR_TEST_PG)");
         let name = format!("isir_bench_{}", std::process::id());
-        sqlx::query(&format!("DROP DATABASE IF EXISTS {name}")).execute(&mut c).await.unwrap();
-        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut c).await.unwrap();
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+            .execute(&mut c)
+            .await
+            .unwrap();
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&mut c)
+            .await
+            .unwrap();
         let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
         let pg = Store::connect(&url, 5).await.unwrap();
         pg.migrate().await.unwrap();
         let r = run(&pg, &pages).await;
         println!("store/postgres: {n} pages of 1000 actions: {r:.0} actions/s");
         pg.close().await;
-        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)")).execute(&mut c).await.unwrap();
+        sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+            .execute(&mut c)
+            .await
+            .unwrap();
     });
 }

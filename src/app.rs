@@ -31,33 +31,68 @@ impl App {
         crate::telemetry::init();
         let store = Store::connect(&settings.database.url, settings.database.max_connections)
             .await
-            .with_context(|| format!("connecting to the database (database.url = {})", redact(&settings.database.url)))?;
+            .with_context(|| {
+                format!(
+                    "connecting to the database (database.url = {})",
+                    redact(&settings.database.url)
+                )
+            })?;
         store.migrate().await.context("applying migrations")?;
         store
             .init_setting("phase", &settings.phase.initial)
             .await
             .context("initialising the phase")?;
         store
-            .set_setting("redact_replica", if settings.projection.redact_replica { "true" } else { "false" })
+            .set_setting(
+                "redact_replica",
+                if settings.projection.redact_replica {
+                    "true"
+                } else {
+                    "false"
+                },
+            )
             .await
             .context("recording projection.redact_replica")?;
         let ttl = Duration::from_secs(settings.lease.ttl_secs);
         let (lease, budget, redis) = match &settings.redis.url {
             Some(url) => {
-                let conn = Arc::new(RedisConn::new(url).with_context(|| format!("redis.url = {}", redact(url)))?);
+                let conn = Arc::new(
+                    RedisConn::new(url).with_context(|| format!("redis.url = {}", redact(url)))?,
+                );
                 (
-                    Lease::redis(conn.clone(), &settings.lease.key, &settings.lease.epoch_key, store.clone(), ttl),
-                    Budget::redis(conn.clone(), &settings.budget.key_prefix, settings.budget.daily, settings.budget.per_minute),
+                    Lease::redis(
+                        conn.clone(),
+                        &settings.lease.key,
+                        &settings.lease.epoch_key,
+                        store.clone(),
+                        ttl,
+                    ),
+                    Budget::redis(
+                        conn.clone(),
+                        &settings.budget.key_prefix,
+                        settings.budget.daily,
+                        settings.budget.per_minute,
+                    ),
                     Some(conn),
                 )
             }
             None => (
                 Lease::database(&settings.lease.key, store.clone(), ttl),
-                Budget::database(store.clone(), settings.budget.daily, settings.budget.per_minute),
+                Budget::database(
+                    store.clone(),
+                    settings.budget.daily,
+                    settings.budget.per_minute,
+                ),
                 None,
             ),
         };
-        Ok(App { settings, store, lease: Arc::new(lease), budget: Arc::new(budget), redis })
+        Ok(App {
+            settings,
+            store,
+            lease: Arc::new(lease),
+            budget: Arc::new(budget),
+            redis,
+        })
     }
 
     /// The source client behind the budget.
@@ -66,7 +101,12 @@ impl App {
     }
 
     pub fn poller(&self) -> anyhow::Result<Poller> {
-        Ok(Poller::new(self.client()?, self.store.clone(), self.lease.clone(), PollOptions::from_settings(&self.settings)))
+        Ok(Poller::new(
+            self.client()?,
+            self.store.clone(),
+            self.lease.clone(),
+            PollOptions::from_settings(&self.settings),
+        ))
     }
 }
 

@@ -19,7 +19,10 @@ use crate::source::{Gate, GateError, Operation};
 use crate::store::{DbTake, Store};
 
 enum Backend {
-    Redis { conn: Arc<RedisConn>, prefix: String },
+    Redis {
+        conn: Arc<RedisConn>,
+        prefix: String,
+    },
     Db(Store),
 }
 
@@ -49,7 +52,11 @@ pub fn prague_day(t: DateTime<Utc>) -> String {
 
 /// The next Prague midnight after `t`.
 pub fn next_reset(t: DateTime<Utc>) -> DateTime<Utc> {
-    let d = t.with_timezone(&Prague).date_naive().checked_add_days(Days::new(1)).unwrap();
+    let d = t
+        .with_timezone(&Prague)
+        .date_naive()
+        .checked_add_days(Days::new(1))
+        .unwrap();
     let midnight = d.and_hms_opt(0, 0, 0).unwrap();
     Prague
         .from_local_datetime(&midnight)
@@ -80,7 +87,14 @@ return {2, used}
 
 impl Budget {
     pub fn redis(conn: Arc<RedisConn>, prefix: &str, daily: u64, per_minute: u32) -> Self {
-        Self::with(Backend::Redis { conn, prefix: prefix.into() }, daily, per_minute)
+        Self::with(
+            Backend::Redis {
+                conn,
+                prefix: prefix.into(),
+            },
+            daily,
+            per_minute,
+        )
     }
 
     pub fn database(store: Store, daily: u64, per_minute: u32) -> Self {
@@ -89,7 +103,13 @@ impl Budget {
 
     fn with(backend: Backend, daily: u64, per_minute: u32) -> Self {
         let q = Quota::per_minute(NonZeroU32::new(per_minute.max(1)).unwrap());
-        Self { backend, daily, per_minute, limiter: RateLimiter::direct(q), max_wait: Duration::from_secs(65) }
+        Self {
+            backend,
+            daily,
+            per_minute,
+            limiter: RateLimiter::direct(q),
+            max_wait: Duration::from_secs(65),
+        }
     }
 
     /// Sets how long `acquire` may wait for room in the minute window.
@@ -112,18 +132,24 @@ impl Budget {
             resets_at: next_reset(now).to_rfc3339(),
         };
         match &self.backend {
-            Backend::Db(store) => match store.budget_take(&day, self.daily, self.per_minute).await {
-                Ok(DbTake::Granted { .. }) => Ok(()),
-                Ok(DbTake::DayExhausted { used }) => Err(exhausted(used)),
-                Ok(DbTake::MinuteFull { retry_after_ms }) => {
-                    Err(GateError::RateLimited { retry_after: Duration::from_millis(retry_after_ms.max(1) as u64) })
+            Backend::Db(store) => {
+                match store.budget_take(&day, self.daily, self.per_minute).await {
+                    Ok(DbTake::Granted { .. }) => Ok(()),
+                    Ok(DbTake::DayExhausted { used }) => Err(exhausted(used)),
+                    Ok(DbTake::MinuteFull { retry_after_ms }) => Err(GateError::RateLimited {
+                        retry_after: Duration::from_millis(retry_after_ms.max(1) as u64),
+                    }),
+                    Err(e) => Err(GateError::Unavailable(format!("database: {e}"))),
                 }
-                Err(e) => Err(GateError::Unavailable(format!("database: {e}"))),
-            },
+            }
             Backend::Redis { conn, prefix } => {
                 let day_key = format!("{prefix}:{day}");
                 let min_key = format!("{prefix}:minute");
-                let member = format!("{}:{}", crate::lease::holder_identity(), now.timestamp_nanos_opt().unwrap_or(0));
+                let member = format!(
+                    "{}:{}",
+                    crate::lease::holder_identity(),
+                    now.timestamp_nanos_opt().unwrap_or(0)
+                );
                 let r: Result<(i64, i64), _> = conn
                     .eval(
                         &redis::Script::new(TAKE),
@@ -134,7 +160,9 @@ impl Budget {
                 match r {
                     Ok((2, _)) => Ok(()),
                     Ok((0, used)) => Err(exhausted(used as u64)),
-                    Ok((_, ms)) => Err(GateError::RateLimited { retry_after: Duration::from_millis(ms.max(1) as u64) }),
+                    Ok((_, ms)) => Err(GateError::RateLimited {
+                        retry_after: Duration::from_millis(ms.max(1) as u64),
+                    }),
                     Err(e) => Err(GateError::Unavailable(format!("redis: {e}"))),
                 }
             }
@@ -149,7 +177,10 @@ impl Budget {
             Backend::Db(store) => store.budget_used(&day).await?,
             Backend::Redis { conn, prefix } => {
                 let mut c = conn.get().await?;
-                let v: Option<u64> = redis::cmd("GET").arg(format!("{prefix}:{day}")).query_async(&mut c).await?;
+                let v: Option<u64> = redis::cmd("GET")
+                    .arg(format!("{prefix}:{day}"))
+                    .query_async(&mut c)
+                    .await?;
                 v.unwrap_or(0)
             }
         };
@@ -172,7 +203,9 @@ impl Gate for Budget {
         loop {
             self.limiter.until_ready().await;
             match self.take().await {
-                Err(GateError::RateLimited { retry_after }) if tokio::time::Instant::now() + retry_after <= deadline => {
+                Err(GateError::RateLimited { retry_after })
+                    if tokio::time::Instant::now() + retry_after <= deadline =>
+                {
                     tracing::debug!(?retry_after, "minute window full; waiting");
                     tokio::time::sleep(retry_after).await;
                 }

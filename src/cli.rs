@@ -17,7 +17,11 @@ use crate::poller::TickOutcome;
 use crate::sim::{FaultPlan, SimOptions, Simulator};
 
 #[derive(Parser, Debug)]
-#[command(name = "isir", version, about = "A replica of the Czech insolvency register (ISIR)")]
+#[command(
+    name = "isir",
+    version,
+    about = "A replica of the Czech insolvency register (ISIR)"
+)]
 pub struct Cli {
     /// Configuration file (default: ./isir.toml when present).
     #[arg(long, global = true, env = "ISIR_CONFIG")]
@@ -208,7 +212,10 @@ fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ISIR_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=error"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// A channel that turns true on SIGINT or SIGTERM.
@@ -218,7 +225,9 @@ pub fn shutdown_signal() -> watch::Receiver<bool> {
         let ctrl_c = tokio::signal::ctrl_c();
         #[cfg(unix)]
         {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
             tokio::select! {
                 _ = ctrl_c => {}
                 _ = term.recv() => {}
@@ -255,15 +264,27 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             // Readers scale out apart from the writer: no lease, no migrations, a
             // read-only pool.
             let settings = Settings::load(cli.config.as_deref())?;
-            let store = crate::store::Store::connect_read_only(&settings.database.url, settings.database.max_connections)
-                .await
-                .with_context(|| format!("connecting read-only to database.url = {}", crate::app::redact(&settings.database.url)))?;
+            let store = crate::store::Store::connect_read_only(
+                &settings.database.url,
+                settings.database.max_connections,
+            )
+            .await
+            .with_context(|| {
+                format!(
+                    "connecting read-only to database.url = {}",
+                    crate::app::redact(&settings.database.url)
+                )
+            })?;
             serve(&settings, store, shutdown_signal()).await?;
             Ok(0)
         }
-        Command::Demo { actions, period, live_rate, database, api_bind } => {
-            demo(cli.config, actions, period, live_rate, database, api_bind).await
-        }
+        Command::Demo {
+            actions,
+            period,
+            live_rate,
+            database,
+            api_bind,
+        } => demo(cli.config, actions, period, live_rate, database, api_bind).await,
         command => {
             let settings = Settings::load(cli.config.as_deref())?;
             let app = App::build(settings).await?;
@@ -291,14 +312,28 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     }
                     0
                 }
-                Command::Fetch { after, pages, format } => fetch(&app, after, pages, format).await?,
+                Command::Fetch {
+                    after,
+                    pages,
+                    format,
+                } => fetch(&app, after, pages, format).await?,
                 Command::Lease { cmd } => {
                     match cmd {
-                        LeaseCmd::Show => println!("{}", serde_json::to_string_pretty(&app.lease.show().await?)?),
+                        LeaseCmd::Show => println!(
+                            "{}",
+                            serde_json::to_string_pretty(&app.lease.show().await?)?
+                        ),
                         LeaseCmd::Release { .. } => {
                             let gone = app.lease.force_release().await?;
                             tracing::warn!(released = gone, by = %crate::lease::holder_identity(), "lease released by force");
-                            println!("{}", if gone { "lease released" } else { "no lease was held" });
+                            println!(
+                                "{}",
+                                if gone {
+                                    "lease released"
+                                } else {
+                                    "no lease was held"
+                                }
+                            );
                         }
                     }
                     0
@@ -318,7 +353,8 @@ async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
     use crate::projection;
     let chunk = app.settings.projection.chunk;
     let names = |n: Option<String>| -> Vec<String> {
-        n.map(|n| vec![n]).unwrap_or_else(|| projection::NAMES.iter().map(|s| s.to_string()).collect())
+        n.map(|n| vec![n])
+            .unwrap_or_else(|| projection::NAMES.iter().map(|s| s.to_string()).collect())
     };
     match cmd {
         ProjectCmd::Status => {
@@ -336,7 +372,9 @@ async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
                     m.counts.unknown_other,
                     m.counts.unparsed,
                     m.counts.erased,
-                    m.error.map(|e| format!("  STOPPED: {e}")).unwrap_or_default()
+                    m.error
+                        .map(|e| format!("  STOPPED: {e}"))
+                        .unwrap_or_default()
                 );
             }
             Ok(0)
@@ -351,8 +389,14 @@ async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
         ProjectCmd::Rebuild { name } => {
             for n in names(name) {
                 let t = std::time::Instant::now();
-                let m = projection::rebuild(&app.store, &n, app.settings.projection.rebuild_chunk).await?;
-                println!("{n}: version {} swapped in at cursor {} after {:.1} s", m.version, m.cursor, t.elapsed().as_secs_f64());
+                let m = projection::rebuild(&app.store, &n, app.settings.projection.rebuild_chunk)
+                    .await?;
+                println!(
+                    "{n}: version {} swapped in at cursor {} after {:.1} s",
+                    m.version,
+                    m.cursor,
+                    t.elapsed().as_secs_f64()
+                );
             }
             Ok(0)
         }
@@ -361,7 +405,11 @@ async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
             for d in &r.differences {
                 println!("DIFF {d}");
             }
-            println!("verified {} cases: {} differences", r.checked, r.differences.len());
+            println!(
+                "verified {} cases: {} differences",
+                r.checked,
+                r.differences.len()
+            );
             Ok(if r.clean() { 0 } else { 1 })
         }
     }
@@ -369,7 +417,12 @@ async fn project(app: &App, cmd: ProjectCmd) -> anyhow::Result<i32> {
 
 async fn phase(app: &App, cmd: PhaseCmd) -> anyhow::Result<i32> {
     use crate::phase::Phase;
-    let current = app.store.setting("phase").await?.and_then(|p| Phase::parse(&p)).unwrap_or(Phase::Off);
+    let current = app
+        .store
+        .setting("phase")
+        .await?
+        .and_then(|p| Phase::parse(&p))
+        .unwrap_or(Phase::Off);
     match cmd {
         PhaseCmd::Get => {
             println!("{}", current.as_str());
@@ -383,20 +436,35 @@ async fn phase(app: &App, cmd: PhaseCmd) -> anyhow::Result<i32> {
                 if to >= Phase::Serve {
                     crate::projection::ensure_all(&app.store).await?;
                     let head = app.store.checkpoint().await?.unwrap_or(-1);
-                    let lag = crate::projection::metas(&app.store).await?.iter().map(|m| head - m.cursor).max().unwrap_or(0);
+                    let lag = crate::projection::metas(&app.store)
+                        .await?
+                        .iter()
+                        .map(|m| head - m.cursor)
+                        .max()
+                        .unwrap_or(0);
                     if lag > 10_000 {
-                        eprintln!("refused: the projections are {lag} IDs behind the replica (at most 10000); run `isir project catch-up` or use --force");
+                        eprintln!(
+                            "refused: the projections are {lag} IDs behind the replica (at most 10000); run `isir project catch-up` or use --force"
+                        );
                         return Ok(2);
                     }
                     let r = crate::projection::verify::verify(&app.store, 100, None).await?;
                     if !r.clean() {
-                        eprintln!("refused: `isir project verify` found {} differences; see `isir project verify`, or use --force", r.differences.len());
+                        eprintln!(
+                            "refused: `isir project verify` found {} differences; see `isir project verify`, or use --force",
+                            r.differences.len()
+                        );
                         return Ok(2);
                     }
                 }
             }
             app.store.set_setting("phase", to.as_str()).await?;
-            tracing::warn!(from = current.as_str(), to = to.as_str(), forced = force, "phase changed");
+            tracing::warn!(
+                from = current.as_str(),
+                to = to.as_str(),
+                forced = force,
+                "phase changed"
+            );
             println!("phase {} -> {}", current.as_str(), to.as_str());
             Ok(0)
         }
@@ -419,7 +487,11 @@ fn api_state(settings: &Settings, store: crate::store::Store) -> crate::api::Api
 }
 
 /// The read API on `api.bind` until shutdown.
-pub async fn serve(settings: &Settings, store: crate::store::Store, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+pub async fn serve(
+    settings: &Settings,
+    store: crate::store::Store,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&settings.api.bind)
         .await
         .with_context(|| format!("binding api.bind = {}", settings.api.bind))?;
@@ -434,7 +506,12 @@ async fn checkpoint(app: &App, cmd: CheckpointCmd) -> anyhow::Result<i32> {
     match cmd {
         CheckpointCmd::Get => {
             let s = app.store.writer_state().await?;
-            println!("{}", s.checkpoint.map(|c| c.to_string()).unwrap_or_else(|| "none".into()));
+            println!(
+                "{}",
+                s.checkpoint
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none".into())
+            );
             Ok(0)
         }
         CheckpointCmd::Set { id, reason, .. } => {
@@ -443,7 +520,9 @@ async fn checkpoint(app: &App, cmd: CheckpointCmd) -> anyhow::Result<i32> {
                 crate::lease::Acquire::HeldBy { holder, expires_at } => {
                     eprintln!(
                         "refused: the lease is held by {holder} until {}; stop the daemon first",
-                        expires_at.map(crate::poller::fmt_ms).unwrap_or_else(|| "unknown".into())
+                        expires_at
+                            .map(crate::poller::fmt_ms)
+                            .unwrap_or_else(|| "unknown".into())
                     );
                     return Ok(2);
                 }
@@ -452,7 +531,12 @@ async fn checkpoint(app: &App, cmd: CheckpointCmd) -> anyhow::Result<i32> {
             app.store.set_checkpoint(grant.epoch, Some(id)).await?;
             app.lease.release(grant.epoch).await?;
             tracing::warn!(?before, after = id, by = %app.lease.holder(), %reason, "checkpoint set by hand");
-            println!("checkpoint {} -> {id}", before.map(|c| c.to_string()).unwrap_or_else(|| "none".into()));
+            println!(
+                "checkpoint {} -> {id}",
+                before
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none".into())
+            );
             Ok(0)
         }
     }
@@ -462,7 +546,10 @@ async fn fetch(app: &App, after: i64, pages: u32, format: Format) -> anyhow::Res
     let client = app.client()?;
     let mut after = after;
     for _ in 0..pages.max(1) {
-        let page = client.fetch_after(after).await.with_context(|| format!("fetching after {after}"))?;
+        let page = client
+            .fetch_after(after)
+            .await
+            .with_context(|| format!("fetching after {after}"))?;
         for r in &page.records {
             match format {
                 Format::Ndjson => println!("{}", serde_json::to_string(r)?),
@@ -474,7 +561,9 @@ async fn fetch(app: &App, after: i64, pages: u32, format: Format) -> anyhow::Res
                         a.case_number,
                         a.type_code,
                         a.section.as_deref().unwrap_or("-"),
-                        a.number_in_section.map(|n| n.to_string()).unwrap_or_else(|| "-".into()),
+                        a.number_in_section
+                            .map(|n| n.to_string())
+                            .unwrap_or_else(|| "-".into()),
                         a.published,
                         a.type_name
                     );
@@ -499,8 +588,10 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new(0);
         b.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} backfill {pos}/{len} IDs {wide_bar} {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} backfill {pos}/{len} IDs {wide_bar} {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b
     });
@@ -512,9 +603,13 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
         .with_context(|| format!("binding api.bind = {}", app.settings.api.bind))?;
     let api = {
         let mut sd = shutdown.clone();
-        tokio::spawn(crate::api::run(listener, api_state(&app.settings, app.store.clone()), async move {
-            let _ = sd.wait_for(|v| *v).await;
-        }))
+        tokio::spawn(crate::api::run(
+            listener,
+            api_state(&app.settings, app.store.clone()),
+            async move {
+                let _ = sd.wait_for(|v| *v).await;
+            },
+        ))
     };
     let projector = tokio::spawn(crate::projector::run(
         app.store.clone(),
@@ -560,7 +655,13 @@ async fn demo(
     database: String,
     api_bind: String,
 ) -> anyhow::Result<i32> {
-    let opts = SimOptions { actions, live_rate, daily_limit: None, per_minute_limit: None, ..SimOptions::default() };
+    let opts = SimOptions {
+        actions,
+        live_rate,
+        daily_limit: None,
+        per_minute_limit: None,
+        ..SimOptions::default()
+    };
     let (sim, url, guard) = crate::sim::spawn(opts).await?;
     let mut settings = Settings::load(config.as_deref())?;
     settings.source.url = url.clone();
@@ -573,10 +674,19 @@ async fn demo(
     settings.validate()?;
     let app = App::build(settings).await?;
     println!("isir demo: a simulated register of {actions} actions (+{live_rate}/s) at {url}");
-    println!("  replicating into {} every {period} s; Ctrl-C to stop.", crate::app::redact(&app.settings.database.url));
+    println!(
+        "  replicating into {} every {period} s; Ctrl-C to stop.",
+        crate::app::redact(&app.settings.database.url)
+    );
     println!("  watch the log lines 'tick', or in another shell:");
-    println!("    ISIR_DATABASE__URL={} isir status", app.settings.database.url);
-    println!("  the simulator's own count: {}", url.replace(crate::sim::SERVICE_PATH, "/_sim/stats"));
+    println!(
+        "    ISIR_DATABASE__URL={} isir status",
+        app.settings.database.url
+    );
+    println!(
+        "  the simulator's own count: {}",
+        url.replace(crate::sim::SERVICE_PATH, "/_sim/stats")
+    );
     println!("  the read API (phase serve), once the first tick has been projected:");
     println!("    curl -s 'http://{api_bind}/v1/stats'");
     println!("    curl -s 'http://{api_bind}/v1/cases?sort=latest&limit=3'");

@@ -23,7 +23,9 @@ pub struct EventType {
 
 fn split_csv_line(line: &str) -> Vec<String> {
     // The file quotes every field and never embeds a quote in a name.
-    line.split("\",\"").map(|s| s.trim_matches('"').to_string()).collect()
+    line.split("\",\"")
+        .map(|s| s.trim_matches('"').to_string())
+        .collect()
 }
 
 /// The seeded code list, by code.
@@ -62,19 +64,71 @@ pub struct Court {
 }
 
 pub const COURTS: &[Court] = &[
-    Court { code: "MSPHAAB", short: "MSPH", name: "Městský soud v Praze" },
-    Court { code: "KSSTCAB", short: "KSPH", name: "Krajský soud v Praze" },
-    Court { code: "KSJICCB", short: "KSCB", name: "Krajský soud v Českých Budějovicích" },
-    Court { code: "KSZPCPM", short: "KSPL", name: "Krajský soud v Plzni" },
-    Court { code: "KSSCEUL", short: "KSUL", name: "Krajský soud v Ústí nad Labem" },
-    Court { code: "KSSECULP1", short: "KSLB", name: "Krajský soud v Ústí nad Labem – pobočka v Liberci" },
-    Court { code: "KSVYCHK", short: "KSHK", name: "Krajský soud v Hradci Králové" },
-    Court { code: "KSVYCHKP1", short: "KSPA", name: "Krajský soud v Hradci Králové – pobočka v Pardubicích" },
-    Court { code: "KSJIMBM", short: "KSBR", name: "Krajský soud v Brně" },
-    Court { code: "KSSEMOS", short: "KSOS", name: "Krajský soud v Ostravě" },
-    Court { code: "KSSEMOSP1", short: "KSOL", name: "Krajský soud v Ostravě – pobočka v Olomouci" },
-    Court { code: "VSSTCAB", short: "VSPH", name: "Vrchní soud v Praze" },
-    Court { code: "VSSEMOC", short: "VSOL", name: "Vrchní soud v Olomouci" },
+    Court {
+        code: "MSPHAAB",
+        short: "MSPH",
+        name: "Městský soud v Praze",
+    },
+    Court {
+        code: "KSSTCAB",
+        short: "KSPH",
+        name: "Krajský soud v Praze",
+    },
+    Court {
+        code: "KSJICCB",
+        short: "KSCB",
+        name: "Krajský soud v Českých Budějovicích",
+    },
+    Court {
+        code: "KSZPCPM",
+        short: "KSPL",
+        name: "Krajský soud v Plzni",
+    },
+    Court {
+        code: "KSSCEUL",
+        short: "KSUL",
+        name: "Krajský soud v Ústí nad Labem",
+    },
+    Court {
+        code: "KSSECULP1",
+        short: "KSLB",
+        name: "Krajský soud v Ústí nad Labem – pobočka v Liberci",
+    },
+    Court {
+        code: "KSVYCHK",
+        short: "KSHK",
+        name: "Krajský soud v Hradci Králové",
+    },
+    Court {
+        code: "KSVYCHKP1",
+        short: "KSPA",
+        name: "Krajský soud v Hradci Králové – pobočka v Pardubicích",
+    },
+    Court {
+        code: "KSJIMBM",
+        short: "KSBR",
+        name: "Krajský soud v Brně",
+    },
+    Court {
+        code: "KSSEMOS",
+        short: "KSOS",
+        name: "Krajský soud v Ostravě",
+    },
+    Court {
+        code: "KSSEMOSP1",
+        short: "KSOL",
+        name: "Krajský soud v Ostravě – pobočka v Olomouci",
+    },
+    Court {
+        code: "VSSTCAB",
+        short: "VSPH",
+        name: "Vrchní soud v Praze",
+    },
+    Court {
+        code: "VSSEMOC",
+        short: "VSOL",
+        name: "Vrchní soud v Olomouci",
+    },
 ];
 
 pub fn court(code: &str) -> Option<&'static Court> {
@@ -87,7 +141,10 @@ mod tests {
     fn seeded_list_is_complete_and_verbatim() {
         let t = super::event_types();
         assert_eq!(t.len(), 1065);
-        assert_eq!(super::event_type_name("636"), Some("Znepřístupnění údajů o dlužníkovi dle § 425 IZ"));
+        assert_eq!(
+            super::event_type_name("636"),
+            Some("Znepřístupnění údajů o dlužníkovi dle § 425 IZ")
+        );
         assert!(t["1"].service);
         assert!(t["63"].readable);
         assert_eq!(super::court("KSVYCHKP1").unwrap().short, "KSPA");

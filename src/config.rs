@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use figment::providers::{Env, Format, Serialized, Toml};
 use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
 /// The real service. Our machines cannot reach it; `isir demo` uses the simulator.
@@ -95,7 +95,13 @@ pub struct ProjectionSettings {
 
 impl Default for ProjectionSettings {
     fn default() -> Self {
-        Self { chunk: 5000, rebuild_chunk: 8_000, every_secs: 30, debounce_ms: 1000, redact_replica: false }
+        Self {
+            chunk: 5000,
+            rebuild_chunk: 8_000,
+            every_secs: 30,
+            debounce_ms: 1000,
+            redact_replica: false,
+        }
     }
 }
 
@@ -212,7 +218,10 @@ impl Default for SourceSettings {
 }
 impl Default for DatabaseSettings {
     fn default() -> Self {
-        Self { url: "sqlite://isir.db".into(), max_connections: 5 }
+        Self {
+            url: "sqlite://isir.db".into(),
+            max_connections: 5,
+        }
     }
 }
 impl Default for RedisSettings {
@@ -222,22 +231,38 @@ impl Default for RedisSettings {
 }
 impl Default for LeaseSettings {
     fn default() -> Self {
-        Self { ttl_secs: 900, key: "isir:lease".into(), epoch_key: "isir:lease:epoch".into() }
+        Self {
+            ttl_secs: 900,
+            key: "isir:lease".into(),
+            epoch_key: "isir:lease:epoch".into(),
+        }
     }
 }
 impl Default for BudgetSettings {
     fn default() -> Self {
-        Self { daily: 3000, per_minute: 50, key_prefix: "isir:budget".into() }
+        Self {
+            daily: 3000,
+            per_minute: 50,
+            key_prefix: "isir:budget".into(),
+        }
     }
 }
 impl Default for PollSettings {
     fn default() -> Self {
-        Self { period_secs: 600, max_batches_per_tick: 20, head_check_secs: 3600, start_id: -1, page_size: 1000 }
+        Self {
+            period_secs: 600,
+            max_batches_per_tick: 20,
+            head_check_secs: 3600,
+            start_id: -1,
+            page_size: 1000,
+        }
     }
 }
 impl Default for PhaseSettings {
     fn default() -> Self {
-        Self { initial: "ingest".into() }
+        Self {
+            initial: "ingest".into(),
+        }
     }
 }
 
@@ -258,7 +283,9 @@ impl Settings {
     /// `ISIR_SECTION__KEY` variables. Variables without a section (`ISIR_CONFIG`,
     /// `ISIR_LOG`, a test harness's `ISIR_TEST_...`) are not settings and are left alone.
     pub fn env() -> Env {
-        Env::prefixed("ISIR_").split("__").filter(|k| k.as_str().contains('.'))
+        Env::prefixed("ISIR_")
+            .split("__")
+            .filter(|k| k.as_str().contains('.'))
     }
 
     pub fn from_figment(f: Figment) -> anyhow::Result<Settings> {
@@ -289,9 +316,21 @@ impl Settings {
             "source.url",
             "must be an http:// or https:// URL",
         );
-        check(self.source.timeout_secs > 0, "source.timeout_secs", "must be above 0");
-        check(self.source.connect_timeout_secs > 0, "source.connect_timeout_secs", "must be above 0");
-        check(self.source.max_body_bytes >= 64 * 1024, "source.max_body_bytes", "must be at least 65536");
+        check(
+            self.source.timeout_secs > 0,
+            "source.timeout_secs",
+            "must be above 0",
+        );
+        check(
+            self.source.connect_timeout_secs > 0,
+            "source.connect_timeout_secs",
+            "must be above 0",
+        );
+        check(
+            self.source.max_body_bytes >= 64 * 1024,
+            "source.max_body_bytes",
+            "must be at least 65536",
+        );
         check(
             self.database.url.starts_with("sqlite:")
                 || self.database.url.starts_with("postgres://")
@@ -299,7 +338,11 @@ impl Settings {
             "database.url",
             "must start with sqlite:, postgres:// or postgresql://",
         );
-        check(self.database.max_connections >= 2, "database.max_connections", "must be at least 2");
+        check(
+            self.database.max_connections >= 2,
+            "database.max_connections",
+            "must be at least 2",
+        );
         if let Some(u) = &self.redis.url {
             check(
                 u.starts_with("redis://") || u.starts_with("rediss://") || u.starts_with("unix:"),
@@ -307,17 +350,49 @@ impl Settings {
                 "must start with redis://, rediss:// or unix:",
             );
         }
-        check(self.lease.ttl_secs >= 3, "lease.ttl_secs", "must be at least 3 (renewal runs at a third of it)");
+        check(
+            self.lease.ttl_secs >= 3,
+            "lease.ttl_secs",
+            "must be at least 3 (renewal runs at a third of it)",
+        );
         check(!self.lease.key.is_empty(), "lease.key", "must not be empty");
-        check(self.lease.key != self.lease.epoch_key, "lease.epoch_key", "must differ from lease.key");
+        check(
+            self.lease.key != self.lease.epoch_key,
+            "lease.epoch_key",
+            "must differ from lease.key",
+        );
         check(self.budget.daily > 0, "budget.daily", "must be above 0");
-        check(self.budget.per_minute > 0, "budget.per_minute", "must be above 0");
-        check(self.poll.period_secs > 0, "poll.period_secs", "must be above 0");
-        check(self.poll.max_batches_per_tick > 0, "poll.max_batches_per_tick", "must be above 0");
+        check(
+            self.budget.per_minute > 0,
+            "budget.per_minute",
+            "must be above 0",
+        );
+        check(
+            self.poll.period_secs > 0,
+            "poll.period_secs",
+            "must be above 0",
+        );
+        check(
+            self.poll.max_batches_per_tick > 0,
+            "poll.max_batches_per_tick",
+            "must be above 0",
+        );
         check(self.poll.page_size > 0, "poll.page_size", "must be above 0");
-        check(self.projection.chunk > 0, "projection.chunk", "must be above 0");
-        check(self.api.bind.parse::<std::net::SocketAddr>().is_ok(), "api.bind", "must be an address such as 127.0.0.1:8080");
-        check(self.api.rate_per_second > 0 && self.api.burst > 0, "api.rate_per_second", "rate and burst must be above 0");
+        check(
+            self.projection.chunk > 0,
+            "projection.chunk",
+            "must be above 0",
+        );
+        check(
+            self.api.bind.parse::<std::net::SocketAddr>().is_ok(),
+            "api.bind",
+            "must be an address such as 127.0.0.1:8080",
+        );
+        check(
+            self.api.rate_per_second > 0 && self.api.burst > 0,
+            "api.rate_per_second",
+            "rate and burst must be above 0",
+        );
         for k in &self.api.keys {
             check(
                 k.sha256.len() == 64 && k.sha256.chars().all(|c| c.is_ascii_hexdigit()),
@@ -330,8 +405,16 @@ impl Settings {
             "api.default_limit",
             "must be between 1 and api.max_limit",
         );
-        check(self.projection.rebuild_chunk > 0, "projection.rebuild_chunk", "must be above 0");
-        check(self.projection.every_secs > 0, "projection.every_secs", "must be above 0");
+        check(
+            self.projection.rebuild_chunk > 0,
+            "projection.rebuild_chunk",
+            "must be above 0",
+        );
+        check(
+            self.projection.every_secs > 0,
+            "projection.every_secs",
+            "must be above 0",
+        );
         check(
             crate::phase::Phase::parse(&self.phase.initial).is_some(),
             "phase.initial",

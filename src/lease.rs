@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::redis_conn::RedisConn;
-use crate::store::{now_ms, DbLease, Store, StoreError};
+use crate::store::{DbLease, Store, StoreError, now_ms};
 
 /// A granted lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -25,7 +25,10 @@ pub struct Grant {
 pub enum Acquire {
     Granted(Grant),
     /// Someone else holds it until `expires_at` (ms; None when unknown).
-    HeldBy { holder: String, expires_at: Option<i64> },
+    HeldBy {
+        holder: String,
+        expires_at: Option<i64>,
+    },
 }
 
 /// Who holds the lease, for status.
@@ -52,8 +55,14 @@ impl From<redis::RedisError> for LeaseError {
 }
 
 enum Backend {
-    Redis { conn: Arc<RedisConn>, key: String, epoch_key: String },
-    Db { name: String },
+    Redis {
+        conn: Arc<RedisConn>,
+        key: String,
+        epoch_key: String,
+    },
+    Db {
+        name: String,
+    },
 }
 
 /// One process's handle on the lease.
@@ -66,11 +75,15 @@ pub struct Lease {
 
 /// `holder` identity: host, pid and a random suffix.
 pub fn holder_identity() -> String {
-    let host = hostname::get().map(|h| h.to_string_lossy().into_owned()).unwrap_or_else(|_| "unknown".into());
+    let host = hostname::get()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown".into());
     let suffix: String = {
         use rand::Rng;
         let mut r = rand::thread_rng();
-        (0..8).map(|_| char::from(b'a' + r.gen_range(0..26))).collect()
+        (0..8)
+            .map(|_| char::from(b'a' + r.gen_range(0..26)))
+            .collect()
     };
     format!("{host}:{}:{suffix}", std::process::id())
 }
@@ -119,9 +132,19 @@ return 0
 "#;
 
 impl Lease {
-    pub fn redis(conn: Arc<RedisConn>, key: &str, epoch_key: &str, store: Store, ttl: Duration) -> Self {
+    pub fn redis(
+        conn: Arc<RedisConn>,
+        key: &str,
+        epoch_key: &str,
+        store: Store,
+        ttl: Duration,
+    ) -> Self {
         Self {
-            backend: Backend::Redis { conn, key: key.into(), epoch_key: epoch_key.into() },
+            backend: Backend::Redis {
+                conn,
+                key: key.into(),
+                epoch_key: epoch_key.into(),
+            },
             store,
             holder: holder_identity(),
             ttl,
@@ -129,7 +152,12 @@ impl Lease {
     }
 
     pub fn database(name: &str, store: Store, ttl: Duration) -> Self {
-        Self { backend: Backend::Db { name: name.into() }, store, holder: holder_identity(), ttl }
+        Self {
+            backend: Backend::Db { name: name.into() },
+            store,
+            holder: holder_identity(),
+            ttl,
+        }
     }
 
     pub fn holder(&self) -> &str {
@@ -147,20 +175,46 @@ impl Lease {
     /// Takes the lease, or keeps it if this process holds it. Never waits.
     pub async fn acquire(&self) -> Result<Acquire, LeaseError> {
         match &self.backend {
-            Backend::Db { name } => Ok(match self.store.lease_acquire(name, &self.holder, self.ttl_ms()).await? {
-                DbLease::Granted { epoch, expires_at } => Acquire::Granted(Grant { epoch, expires_at }),
-                DbLease::HeldBy { holder, expires_at } => Acquire::HeldBy { holder, expires_at: Some(expires_at) },
-            }),
-            Backend::Redis { conn, key, epoch_key } => {
+            Backend::Db { name } => Ok(
+                match self
+                    .store
+                    .lease_acquire(name, &self.holder, self.ttl_ms())
+                    .await?
+                {
+                    DbLease::Granted { epoch, expires_at } => {
+                        Acquire::Granted(Grant { epoch, expires_at })
+                    }
+                    DbLease::HeldBy { holder, expires_at } => Acquire::HeldBy {
+                        holder,
+                        expires_at: Some(expires_at),
+                    },
+                },
+            ),
+            Backend::Redis {
+                conn,
+                key,
+                epoch_key,
+            } => {
                 let mut floor = self.store.writer_state().await?.epoch;
                 for _ in 0..3 {
                     let script = redis::Script::new(ACQUIRE);
                     let (kind, holder, epoch, pttl): (i64, String, i64, i64) = conn
-                        .eval(&script, &[key, epoch_key], &[self.holder.clone(), self.ttl_ms().to_string(), floor.to_string()])
+                        .eval(
+                            &script,
+                            &[key, epoch_key],
+                            &[
+                                self.holder.clone(),
+                                self.ttl_ms().to_string(),
+                                floor.to_string(),
+                            ],
+                        )
                         .await?;
                     let expires_at = now_ms() + pttl.max(0);
                     if kind == 0 {
-                        return Ok(Acquire::HeldBy { holder, expires_at: (pttl >= 0).then_some(expires_at) });
+                        return Ok(Acquire::HeldBy {
+                            holder,
+                            expires_at: (pttl >= 0).then_some(expires_at),
+                        });
                     }
                     // Register the epoch so that any older holder is fenced from now on.
                     let store_epoch = self.store.register_epoch(epoch).await?;
@@ -172,7 +226,9 @@ impl Lease {
                     self.release_redis(conn, key, epoch).await?;
                     floor = store_epoch;
                 }
-                Err(LeaseError::Unavailable("could not obtain an epoch above the store's".into()))
+                Err(LeaseError::Unavailable(
+                    "could not obtain an epoch above the store's".into(),
+                ))
             }
         }
     }
@@ -180,10 +236,20 @@ impl Lease {
     /// Extends the lease; false when it is no longer held with this epoch.
     pub async fn renew(&self, epoch: i64) -> Result<bool, LeaseError> {
         match &self.backend {
-            Backend::Db { name } => Ok(self.store.lease_renew(name, &self.holder, epoch, self.ttl_ms()).await?),
+            Backend::Db { name } => Ok(self
+                .store
+                .lease_renew(name, &self.holder, epoch, self.ttl_ms())
+                .await?),
             Backend::Redis { conn, key, .. } => {
                 let n: i64 = conn
-                    .eval(&redis::Script::new(RENEW), &[key], &[format!("{}|{epoch}", self.holder), self.ttl_ms().to_string()])
+                    .eval(
+                        &redis::Script::new(RENEW),
+                        &[key],
+                        &[
+                            format!("{}|{epoch}", self.holder),
+                            self.ttl_ms().to_string(),
+                        ],
+                    )
                     .await?;
                 Ok(n == 1)
             }
@@ -198,8 +264,19 @@ impl Lease {
         }
     }
 
-    async fn release_redis(&self, conn: &RedisConn, key: &str, epoch: i64) -> Result<bool, LeaseError> {
-        let n: i64 = conn.eval(&redis::Script::new(RELEASE), &[key], &[format!("{}|{epoch}", self.holder)]).await?;
+    async fn release_redis(
+        &self,
+        conn: &RedisConn,
+        key: &str,
+        epoch: i64,
+    ) -> Result<bool, LeaseError> {
+        let n: i64 = conn
+            .eval(
+                &redis::Script::new(RELEASE),
+                &[key],
+                &[format!("{}|{epoch}", self.holder)],
+            )
+            .await?;
         Ok(n == 1)
     }
 
@@ -216,10 +293,19 @@ impl Lease {
                         epoch: Some(r.epoch),
                         expires_at: Some(r.expires_at),
                     },
-                    r => LeaseInfo { backend: "database", holder: None, epoch: r.map(|r| r.epoch), expires_at: None },
+                    r => LeaseInfo {
+                        backend: "database",
+                        holder: None,
+                        epoch: r.map(|r| r.epoch),
+                        expires_at: None,
+                    },
                 })
             }
-            Backend::Redis { conn, key, epoch_key } => {
+            Backend::Redis {
+                conn,
+                key,
+                epoch_key,
+            } => {
                 let mut c = conn.get().await?;
                 let (val, pttl, ep): (Option<String>, i64, Option<i64>) = redis::pipe()
                     .get(key)

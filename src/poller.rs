@@ -7,17 +7,17 @@
 //! not grant, never moves the checkpoint past data that was not stored, and never sends
 //! another request after a store failure.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{Notify, watch};
 
 use crate::lease::{Acquire, Grant, Lease};
 use crate::phase::Phase;
 use crate::source::{GateError, Page, SourceClient, SourceError};
-use crate::store::{now_ms, Store, StoreError, TickRecord};
+use crate::store::{Store, StoreError, TickRecord, now_ms};
 
 #[derive(Debug, Clone)]
 pub struct PollOptions {
@@ -57,7 +57,11 @@ pub enum TickOutcome {
     /// The lease was lost during the tick (renewal failed, or the store fenced us).
     LeaseLost { reason: String },
     /// The source failed; the checkpoint is untouched past the last stored page.
-    SourceError { class: String, after: i64, error: String },
+    SourceError {
+        class: String,
+        after: i64,
+        error: String,
+    },
     /// The store (or the lease or budget backend) failed; no further request was sent.
     StoreError { error: String },
     /// The phase does not include ingestion.
@@ -161,7 +165,14 @@ impl Drop for Keeper {
 
 impl Poller {
     pub fn new(client: SourceClient, store: Store, lease: Arc<Lease>, opts: PollOptions) -> Self {
-        Self { client, store, lease, opts, held: None, stored: Arc::new(Notify::new()) }
+        Self {
+            client,
+            store,
+            lease,
+            opts,
+            held: None,
+            stored: Arc::new(Notify::new()),
+        }
     }
 
     /// Notified after each stored page.
@@ -192,7 +203,14 @@ impl Poller {
 
     /// Runs one tick; stops between pages when `shutdown` turns true.
     pub async fn poll_once_until(&mut self, shutdown: &watch::Receiver<bool>) -> Tick {
-        let mut t = Tick { outcome: TickOutcome::CaughtUp, pages: 0, actions: 0, requests: 0, checkpoint: None, head: None };
+        let mut t = Tick {
+            outcome: TickOutcome::CaughtUp,
+            pages: 0,
+            actions: 0,
+            requests: 0,
+            checkpoint: None,
+            head: None,
+        };
         t.outcome = self.tick(&mut t, shutdown).await;
         self.log(&t);
         self.record_metrics(&t);
@@ -204,7 +222,9 @@ impl Poller {
             requests: t.requests as i64,
             checkpoint: t.checkpoint,
             detail: match &t.outcome {
-                TickOutcome::SourceError { error, .. } | TickOutcome::StoreError { error } => Some(error.clone()),
+                TickOutcome::SourceError { error, .. } | TickOutcome::StoreError { error } => {
+                    Some(error.clone())
+                }
                 TickOutcome::LeaseLost { reason } => Some(reason.clone()),
                 TickOutcome::BudgetSpent { resets_at } => Some(format!("resets at {resets_at}")),
                 TickOutcome::LeaseNotHeld { holder, .. } => Some(format!("held by {holder}")),
@@ -242,14 +262,18 @@ impl Poller {
     fn log(&self, t: &Tick) {
         let o = &t.outcome;
         match o {
-            TickOutcome::CaughtUp | TickOutcome::BatchLimit | TickOutcome::Interrupted => tracing::info!(
-                outcome = o.name(), pages = t.pages, actions = t.actions, requests = t.requests,
-                checkpoint = ?t.checkpoint, head = ?t.head, "tick"
-            ),
+            TickOutcome::CaughtUp | TickOutcome::BatchLimit | TickOutcome::Interrupted => {
+                tracing::info!(
+                    outcome = o.name(), pages = t.pages, actions = t.actions, requests = t.requests,
+                    checkpoint = ?t.checkpoint, head = ?t.head, "tick"
+                )
+            }
             TickOutcome::LeaseNotHeld { holder, until } => {
                 tracing::info!(outcome = o.name(), %holder, until = ?until.map(fmt_ms), "tick skipped: lease held elsewhere")
             }
-            TickOutcome::Disabled { phase } => tracing::debug!(outcome = o.name(), %phase, "tick skipped: ingestion disabled"),
+            TickOutcome::Disabled { phase } => {
+                tracing::debug!(outcome = o.name(), %phase, "tick skipped: ingestion disabled")
+            }
             other => tracing::warn!(
                 outcome = other.name(), detail = ?other, pages = t.pages, actions = t.actions,
                 requests = t.requests, checkpoint = ?t.checkpoint, "tick stopped"
@@ -260,42 +284,67 @@ impl Poller {
     async fn tick(&mut self, t: &mut Tick, shutdown: &watch::Receiver<bool>) -> TickOutcome {
         // The phase.
         match self.store.setting("phase").await {
-            Ok(Some(p)) if Phase::parse(&p).is_some_and(|p| !p.ingests()) => return TickOutcome::Disabled { phase: p },
+            Ok(Some(p)) if Phase::parse(&p).is_some_and(|p| !p.ingests()) => {
+                return TickOutcome::Disabled { phase: p };
+            }
             Ok(_) => {}
-            Err(e) => return TickOutcome::StoreError { error: e.to_string() },
+            Err(e) => {
+                return TickOutcome::StoreError {
+                    error: e.to_string(),
+                };
+            }
         }
         // The lease: take or renew, never wait.
         let grant = match self.lease.acquire().await {
             Ok(Acquire::Granted(g)) => g,
             Ok(Acquire::HeldBy { holder, expires_at }) => {
                 self.held = None;
-                return TickOutcome::LeaseNotHeld { holder, until: expires_at };
+                return TickOutcome::LeaseNotHeld {
+                    holder,
+                    until: expires_at,
+                };
             }
-            Err(e) => return TickOutcome::StoreError { error: format!("lease: {e}") },
+            Err(e) => {
+                return TickOutcome::StoreError {
+                    error: format!("lease: {e}"),
+                };
+            }
         };
         if self.held.map(|g| g.epoch) != Some(grant.epoch) {
-            tracing::info!(epoch = grant.epoch, holder = self.lease.holder(), "lease granted");
+            tracing::info!(
+                epoch = grant.epoch,
+                holder = self.lease.holder(),
+                "lease granted"
+            );
         }
         self.held = Some(grant);
         let keeper = Keeper::start(self.lease.clone(), grant.epoch);
 
         let state = match self.store.writer_state().await {
             Ok(s) => s,
-            Err(e) => return TickOutcome::StoreError { error: e.to_string() },
+            Err(e) => {
+                return TickOutcome::StoreError {
+                    error: e.to_string(),
+                };
+            }
         };
         let mut checkpoint = state.checkpoint;
         t.checkpoint = checkpoint;
         let mut head = state.head_id;
 
         // The newest ID, at most once per head_check (the time is stored).
-        let due = state.head_checked_at.is_none_or(|at| now_ms() - at >= self.opts.head_check.as_millis() as i64);
+        let due = state
+            .head_checked_at
+            .is_none_or(|at| now_ms() - at >= self.opts.head_check.as_millis() as i64);
         if due {
             match self.client.last_id().await {
                 Ok(h) => {
                     t.requests += 1;
                     head = Some(h);
                     if let Err(e) = self.store.record_head(h, now_ms()).await {
-                        return TickOutcome::StoreError { error: e.to_string() };
+                        return TickOutcome::StoreError {
+                            error: e.to_string(),
+                        };
                     }
                 }
                 Err(SourceError::NotGranted(g)) => return gate_outcome(g),
@@ -314,7 +363,9 @@ impl Poller {
             }
             if keeper.lost() {
                 self.held = None;
-                return TickOutcome::LeaseLost { reason: "lease renewal failed".into() };
+                return TickOutcome::LeaseLost {
+                    reason: "lease renewal failed".into(),
+                };
             }
             let after = checkpoint.unwrap_or(self.opts.start_id);
             let page = match self.fetch(after, t, &keeper, shutdown).await {
@@ -329,9 +380,15 @@ impl Poller {
                 Ok(_) => {}
                 Err(StoreError::Fenced { mine, current }) => {
                     self.held = None;
-                    return TickOutcome::LeaseLost { reason: format!("fenced: epoch {mine} < {current}") };
+                    return TickOutcome::LeaseLost {
+                        reason: format!("fenced: epoch {mine} < {current}"),
+                    };
                 }
-                Err(e) => return TickOutcome::StoreError { error: e.to_string() },
+                Err(e) => {
+                    return TickOutcome::StoreError {
+                        error: e.to_string(),
+                    };
+                }
             }
             checkpoint = page.last_id();
             t.checkpoint = checkpoint;
@@ -377,12 +434,18 @@ impl Poller {
                     }
                     backoff *= 2;
                     if keeper.lost() {
-                        return Err(TickOutcome::LeaseLost { reason: "lease renewal failed".into() });
+                        return Err(TickOutcome::LeaseLost {
+                            reason: "lease renewal failed".into(),
+                        });
                     }
                 }
                 Err(e) => {
                     t.requests += 1;
-                    return Err(TickOutcome::SourceError { class: e.class().into(), after, error: e.to_string() });
+                    return Err(TickOutcome::SourceError {
+                        class: e.class().into(),
+                        after,
+                        error: e.to_string(),
+                    });
                 }
             }
         }
@@ -392,13 +455,17 @@ impl Poller {
 fn gate_outcome(g: GateError) -> TickOutcome {
     match g {
         GateError::BudgetExhausted { resets_at, .. } => TickOutcome::BudgetSpent { resets_at },
-        GateError::RateLimited { retry_after } => {
-            TickOutcome::BudgetSpent { resets_at: format!("per-minute limit; retry in {retry_after:?}") }
-        }
-        GateError::Unavailable(e) => TickOutcome::StoreError { error: format!("budget: {e}") },
+        GateError::RateLimited { retry_after } => TickOutcome::BudgetSpent {
+            resets_at: format!("per-minute limit; retry in {retry_after:?}"),
+        },
+        GateError::Unavailable(e) => TickOutcome::StoreError {
+            error: format!("budget: {e}"),
+        },
     }
 }
 
 pub fn fmt_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.to_rfc3339()).unwrap_or_else(|| ms.to_string())
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339())
+        .unwrap_or_else(|| ms.to_string())
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{watch, Notify};
+use tokio::sync::{Notify, watch};
 
 use crate::phase::Phase;
 use crate::projection;
@@ -34,7 +34,12 @@ pub async fn round(store: &Store, chunk: i64) -> bool {
 
 /// Loops until `shutdown`: waits for `stored` or the schedule, debounces, runs a round
 /// when the phase allows.
-pub async fn run(store: Store, stored: Arc<Notify>, opts: ProjectorOptions, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(
+    store: Store,
+    stored: Arc<Notify>,
+    opts: ProjectorOptions,
+    mut shutdown: watch::Receiver<bool>,
+) {
     loop {
         let woken = tokio::select! {
             _ = stored.notified() => true,
@@ -47,7 +52,12 @@ pub async fn run(store: Store, stored: Arc<Notify>, opts: ProjectorOptions, mut 
                 _ = shutdown.wait_for(|v| *v) => return,
             }
         }
-        let phase = store.setting("phase").await.ok().flatten().and_then(|p| Phase::parse(&p));
+        let phase = store
+            .setting("phase")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|p| Phase::parse(&p));
         if phase.is_some_and(|p| p >= Phase::Project) {
             round(&store, opts.chunk).await;
         }

@@ -17,7 +17,11 @@ pub struct RedisConn {
 
 impl RedisConn {
     pub fn new(url: &str) -> anyhow::Result<Self> {
-        Ok(Self { client: redis::Client::open(url)?, conn: Mutex::new(None), timeout: Duration::from_secs(3) })
+        Ok(Self {
+            client: redis::Client::open(url)?,
+            conn: Mutex::new(None),
+            timeout: Duration::from_secs(3),
+        })
     }
 
     /// A connection, connecting if needed.
@@ -29,7 +33,10 @@ impl RedisConn {
         let cfg = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(self.timeout)
             .set_response_timeout(self.timeout);
-        let c = self.client.get_multiplexed_async_connection_with_config(&cfg).await?;
+        let c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await?;
         *g = Some(c.clone());
         Ok(c)
     }

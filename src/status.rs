@@ -98,12 +98,18 @@ pub async fn collect(app: &App) -> anyhow::Result<Status> {
         head_checked_at: st.head_checked_at.map(fmt_ms),
         lag_ids,
         lag_seconds,
-        backfill_eta: st
-            .head_id
-            .map(|h| eta_text(&app.settings, st.checkpoint.unwrap_or(app.settings.poll.start_id), h)),
+        backfill_eta: st.head_id.map(|h| {
+            eta_text(
+                &app.settings,
+                st.checkpoint.unwrap_or(app.settings.poll.start_id),
+                h,
+            )
+        }),
         last_tick: ticks.first().cloned(),
         recent_ticks: ticks,
-        projections: crate::projection::metas(&app.store).await.unwrap_or_default(),
+        projections: crate::projection::metas(&app.store)
+            .await
+            .unwrap_or_default(),
     })
 }
 
@@ -133,13 +139,22 @@ impl Status {
         }
         match &self.budget {
             Ok(b) => {
-                let _ = writeln!(o, "budget       {}/{} used on {}, {} left, resets {}", b.used, b.limit, b.day, b.left, b.resets_at);
+                let _ = writeln!(
+                    o,
+                    "budget       {}/{} used on {}, {} left, resets {}",
+                    b.used, b.limit, b.day, b.left, b.resets_at
+                );
             }
             Err(e) => {
                 let _ = writeln!(o, "budget       unavailable: {e}");
             }
         }
-        let _ = writeln!(o, "source head  {} (checked {})", opt(self.head_id), self.head_checked_at.as_deref().unwrap_or("never"));
+        let _ = writeln!(
+            o,
+            "source head  {} (checked {})",
+            opt(self.head_id),
+            self.head_checked_at.as_deref().unwrap_or("never")
+        );
         let _ = writeln!(
             o,
             "lag          {} IDs, {}",
@@ -158,7 +173,10 @@ impl Status {
                 t.pages,
                 t.actions,
                 t.requests,
-                t.detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+                t.detail
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
             );
         }
         for m in &self.projections {
@@ -174,7 +192,10 @@ impl Status {
                 m.counts.unknown_other,
                 m.counts.unparsed,
                 m.counts.erased,
-                m.error.as_deref().map(|e| format!("; STOPPED: {e}")).unwrap_or_default()
+                m.error
+                    .as_deref()
+                    .map(|e| format!("; STOPPED: {e}"))
+                    .unwrap_or_default()
             );
         }
         o

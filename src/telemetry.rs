@@ -13,7 +13,9 @@ static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 pub fn handle() -> &'static PrometheusHandle {
     HANDLE.get_or_init(|| {
         let recorder = PrometheusBuilder::new()
-            .set_buckets(&[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5])
+            .set_buckets(&[
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+            ])
             .expect("buckets")
             .build_recorder();
         let handle = recorder.handle();

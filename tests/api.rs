@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Backend, BOTH};
+use common::{BOTH, Backend};
 use isir::projection::{self, cases::CaseDoc, fold::name_key};
 use serde_json::Value;
 
@@ -18,7 +18,12 @@ struct Api {
 
 impl Api {
     async fn get(&self, path: &str) -> (u16, reqwest::header::HeaderMap, Value) {
-        let r = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
+        let r = self
+            .http
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
         let status = r.status().as_u16();
         let h = r.headers().clone();
         let body = r.json().await.unwrap_or(Value::Null);
@@ -27,7 +32,15 @@ impl Api {
 }
 
 async fn start(store: isir::store::Store) -> Api {
-    start_with(store, isir::api::ApiOptions { rate_per_second: 10_000, burst: 10_000, ..Default::default() }).await
+    start_with(
+        store,
+        isir::api::ApiOptions {
+            rate_per_second: 10_000,
+            burst: 10_000,
+            ..Default::default()
+        },
+    )
+    .await
 }
 
 async fn start_with(store: isir::store::Store, opts: isir::api::ApiOptions) -> Api {
@@ -38,10 +51,22 @@ async fn start_with(store: isir::store::Store, opts: isir::api::ApiOptions) -> A
     tokio::spawn(isir::api::run(listener, state, async move {
         let _ = rx.await;
     }));
-    Api { base, http: reqwest::Client::new(), _stop: tx }
+    Api {
+        base,
+        http: reqwest::Client::new(),
+        _stop: tx,
+    }
 }
 
-async fn served(b: Backend) -> (isir::sim::Simulator, isir::app::App, Api, isir::sim::SimGuard, common::TestDb) {
+async fn served(
+    b: Backend,
+) -> (
+    isir::sim::Simulator,
+    isir::app::App,
+    Api,
+    isir::sim::SimGuard,
+    common::TestDb,
+) {
     let (sim, url, g) = common::sim(20_000, 1000, 41).await;
     let db = common::fresh_db(b).await;
     let mut s = common::settings(&url, &db);
@@ -56,11 +81,18 @@ async fn served(b: Backend) -> (isir::sim::Simulator, isir::app::App, Api, isir:
 }
 
 async fn cases(store: &isir::store::Store) -> Vec<CaseDoc> {
-    common::texts(store, "SELECT doc FROM cases ORDER BY case_number", &[]).await.iter().map(|d| serde_json::from_str(d).unwrap()).collect()
+    common::texts(store, "SELECT doc FROM cases ORDER BY case_number", &[])
+        .await
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect()
 }
 
 fn path_of(case_number: &str) -> String {
-    let (n, y) = case_number.trim_start_matches("INS ").split_once('/').unwrap();
+    let (n, y) = case_number
+        .trim_start_matches("INS ")
+        .split_once('/')
+        .unwrap();
     format!("/v1/cases/{y}/{n}")
 }
 
@@ -73,7 +105,10 @@ async fn phases_gate_the_v1_routes() {
     let (s, h, body) = api.get("/v1/cases/2008/1").await;
     assert_eq!(s, 503);
     assert_eq!(h["content-type"], "application/problem+json");
-    assert!(body["detail"].as_str().unwrap().contains("ingest"), "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("ingest"),
+        "{body}"
+    );
     app.store.set_setting("phase", "serve").await.unwrap();
     assert_eq!(api.get("/readyz").await.0, 200);
 }
@@ -85,7 +120,10 @@ async fn endpoints(b: Backend) {
     let head = sim.head_id().unwrap();
 
     // One case, with the watermark in headers and body, and an ETag.
-    let c = docs.iter().find(|d| !d.erased && d.administrator.is_some()).unwrap();
+    let c = docs
+        .iter()
+        .find(|d| !d.erased && d.administrator.is_some())
+        .unwrap();
     let (s, h, body) = api.get(&path_of(&c.case_number)).await;
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["case"]["case_number"], c.case_number.as_str());
@@ -94,13 +132,24 @@ async fn endpoints(b: Backend) {
     assert_eq!(h["isir-watermark"], head.to_string().as_str());
     assert_eq!(h["isir-lag-seconds"], "0");
     let etag = h["etag"].to_str().unwrap().to_string();
-    let r = api.http.get(format!("{}{}", api.base, path_of(&c.case_number))).header("If-None-Match", &etag).send().await.unwrap();
+    let r = api
+        .http
+        .get(format!("{}{}", api.base, path_of(&c.case_number)))
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 304);
 
     // Not found, bad input.
     let (s, _, body) = api.get("/v1/cases/2008/999999").await;
     assert_eq!(s, 404, "{body}");
-    for bad in ["/v1/cases/20x8/1", "/v1/cases/1999/1", "/v1/cases/2008/-3", "/v1/cases/2008/1?x=1"] {
+    for bad in [
+        "/v1/cases/20x8/1",
+        "/v1/cases/1999/1",
+        "/v1/cases/2008/-3",
+        "/v1/cases/2008/1?x=1",
+    ] {
         let (s, h, body) = api.get(bad).await;
         assert_eq!(s, 400, "{bad}: {body}");
         assert_eq!(h["content-type"], "application/problem+json");
@@ -114,36 +163,89 @@ async fn endpoints(b: Backend) {
     loop {
         let (s, _, body) = api.get(&path).await;
         assert_eq!(s, 200, "{body}");
-        got.extend(body["events"].as_array().unwrap().iter().map(|e| e["action_id"].as_i64().unwrap()));
+        got.extend(
+            body["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["action_id"].as_i64().unwrap()),
+        );
         match body["next"].as_str() {
             Some(n) => path = n.to_string(),
             None => break,
         }
     }
-    let want: Vec<i64> = sim.truth_all().iter().filter(|a| a.case_number == big.case_number).map(|a| a.id).collect();
+    let want: Vec<i64> = sim
+        .truth_all()
+        .iter()
+        .filter(|a| a.case_number == big.case_number)
+        .map(|a| a.id)
+        .collect();
     assert_eq!(got, want);
-    let (_, _, unpaged) = api.get(&format!("{}/events?limit=1000", path_of(&big.case_number))).await;
+    let (_, _, unpaged) = api
+        .get(&format!("{}/events?limit=1000", path_of(&big.case_number)))
+        .await;
     assert_eq!(unpaged["events"].as_array().unwrap().len(), want.len());
     assert!(unpaged["events"][0]["secondary_action"].is_boolean());
-    for bad in ["?limit=0", "?limit=5000", "?limit=x", "?cursor=!!", "?cursor=WyJ4Il0"] {
-        let (s, _, body) = api.get(&format!("{}/events{bad}", path_of(&big.case_number))).await;
+    for bad in [
+        "?limit=0",
+        "?limit=5000",
+        "?limit=x",
+        "?cursor=!!",
+        "?cursor=WyJ4Il0",
+    ] {
+        let (s, _, body) = api
+            .get(&format!("{}/events{bad}", path_of(&big.case_number)))
+            .await;
         assert_eq!(s, 400, "{bad}: {body}");
     }
 
     // Subjects by IČO, birth number (masked, but searchable) and name without diacritics.
-    let company = docs.iter().flat_map(|d| d.debtors.iter()).find(|p| p.ico.is_some()).unwrap();
-    let (s, _, body) = api.get(&format!("/v1/subjects?ico={}", company.ico.as_ref().unwrap())).await;
+    let company = docs
+        .iter()
+        .flat_map(|d| d.debtors.iter())
+        .find(|p| p.ico.is_some())
+        .unwrap();
+    let (s, _, body) = api
+        .get(&format!(
+            "/v1/subjects?ico={}",
+            company.ico.as_ref().unwrap()
+        ))
+        .await;
     assert_eq!(s, 200, "{body}");
-    assert!(body["subjects"].as_array().unwrap().iter().any(|p| p["person_id"] == company.person_id.as_str()));
-    let person = docs.iter().flat_map(|d| d.debtors.iter()).find(|p| p.kind.as_deref() == Some("F")).unwrap();
+    assert!(
+        body["subjects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["person_id"] == company.person_id.as_str())
+    );
+    let person = docs
+        .iter()
+        .flat_map(|d| d.debtors.iter())
+        .find(|p| p.kind.as_deref() == Some("F"))
+        .unwrap();
     let full: isir::projection::parties::PartyDoc = serde_json::from_str(
-        &common::texts(&app.store, "SELECT doc FROM parties WHERE person_id = $1", &[person.person_id.as_str().into()]).await[0],
+        &common::texts(
+            &app.store,
+            "SELECT doc FROM parties WHERE person_id = $1",
+            &[person.person_id.as_str().into()],
+        )
+        .await[0],
     )
     .unwrap();
     let rc = full.birth_number.clone().unwrap();
-    let (s, _, body) = api.get(&format!("/v1/subjects?rc={}", rc.replace('/', ""))).await;
+    let (s, _, body) = api
+        .get(&format!("/v1/subjects?rc={}", rc.replace('/', "")))
+        .await;
     assert_eq!(s, 200, "{body}");
-    let hit = body["subjects"].as_array().unwrap().iter().find(|p| p["person_id"] == person.person_id.as_str()).unwrap().clone();
+    let hit = body["subjects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["person_id"] == person.person_id.as_str())
+        .unwrap()
+        .clone();
     assert_eq!(hit["birth_number"], "***", "birth numbers are masked");
     assert_eq!(hit["birth_date"], "***");
     let surname = person.name.clone().unwrap();
@@ -156,7 +258,9 @@ async fn endpoints(b: Backend) {
     loop {
         for p in page["subjects"].as_array().unwrap() {
             assert_eq!(name_key(p["name"].as_str().unwrap()), name_key(&surname));
-            assert!(seen.insert(p["person_id"].as_str().unwrap().to_string() + p["case_number"].as_str().unwrap()));
+            assert!(seen.insert(
+                p["person_id"].as_str().unwrap().to_string() + p["case_number"].as_str().unwrap()
+            ));
         }
         match page["next"].as_str() {
             Some(n) => page = api.get(n).await.2,
@@ -164,7 +268,13 @@ async fn endpoints(b: Backend) {
         }
     }
     assert!(seen.iter().any(|k| k.starts_with(&person.person_id)));
-    for bad in ["/v1/subjects", "/v1/subjects?ico=12&rc=1", "/v1/subjects?ico=abc", "/v1/subjects?rc=12/34", "/v1/subjects?color=red"] {
+    for bad in [
+        "/v1/subjects",
+        "/v1/subjects?ico=12&rc=1",
+        "/v1/subjects?ico=abc",
+        "/v1/subjects?rc=12/34",
+        "/v1/subjects?color=red",
+    ] {
         assert_eq!(api.get(bad).await.0, 400, "{bad}");
     }
 
@@ -179,7 +289,13 @@ async fn endpoints(b: Backend) {
             if let Some(p) = d.person.filter(|p| p.role.as_deref() == Some("DLUŽNÍK")) {
                 if let Some(rc) = p.birth_number {
                     let (_, _, body) = api.get(&format!("/v1/subjects?rc={rc}")).await;
-                    assert!(body["subjects"].as_array().unwrap().iter().all(|s| s["case_number"] != erased.case_number.as_str()));
+                    assert!(
+                        body["subjects"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .all(|s| s["case_number"] != erased.case_number.as_str())
+                    );
                 }
             }
         }
@@ -205,8 +321,13 @@ async fn serves_without_the_writer() {
         g.stop().await;
         drop(app);
         // As `isir serve` does: a read-only pool, no lease, no Redis.
-        let store = isir::store::Store::connect_read_only(&db.url, 4).await.unwrap();
-        assert!(store.set_setting("phase", "off").await.is_err(), "the read path cannot write");
+        let store = isir::store::Store::connect_read_only(&db.url, 4)
+            .await
+            .unwrap();
+        assert!(
+            store.set_setting("phase", "off").await.is_err(),
+            "the read path cannot write"
+        );
         let api = start(store).await;
         assert_eq!(api.get("/v1/cases/2008/1").await.0 / 100, 2, "{b:?}");
     }
@@ -234,44 +355,131 @@ async fn lists(b: Backend) {
     // All cases by opening, paged, equal the projection; by latest action, newest first.
     let all = walk(&api, "/v1/cases?limit=97", "cases").await;
     assert_eq!(all.len(), docs.len());
-    let mut by_opened: Vec<(String, String)> = docs.iter().map(|d| (d.opened.clone(), d.case_number.clone())).collect();
+    let mut by_opened: Vec<(String, String)> = docs
+        .iter()
+        .map(|d| (d.opened.clone(), d.case_number.clone()))
+        .collect();
     by_opened.sort();
-    let got: Vec<(String, String)> =
-        all.iter().map(|c| (c["opened"].as_str().unwrap().to_string(), c["case_number"].as_str().unwrap().to_string())).collect();
+    let got: Vec<(String, String)> = all
+        .iter()
+        .map(|c| {
+            (
+                c["opened"].as_str().unwrap().to_string(),
+                c["case_number"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
     assert_eq!(got, by_opened);
     let latest = walk(&api, "/v1/cases?sort=latest&limit=250", "cases").await;
     assert_eq!(latest.len(), docs.len());
-    assert!(latest.windows(2).all(|w| w[0]["latest_action_id"].as_i64() >= w[1]["latest_action_id"].as_i64()));
+    assert!(
+        latest
+            .windows(2)
+            .all(|w| w[0]["latest_action_id"].as_i64() >= w[1]["latest_action_id"].as_i64())
+    );
 
     // Filters.
     let court = docs[0].court_short.clone().unwrap();
     let state = docs[0].state.clone().unwrap();
-    let want = docs.iter().filter(|d| d.court_short.as_deref() == Some(&court) && d.state.as_deref() == Some(&state)).count();
-    let got = walk(&api, &format!("/v1/cases?court={court}&state={}&limit=1000", url(&state)), "cases").await;
+    let want = docs
+        .iter()
+        .filter(|d| d.court_short.as_deref() == Some(&court) && d.state.as_deref() == Some(&state))
+        .count();
+    let got = walk(
+        &api,
+        &format!("/v1/cases?court={court}&state={}&limit=1000", url(&state)),
+        "cases",
+    )
+    .await;
     assert_eq!(got.len(), want);
     let from = &docs[docs.len() / 2].opened;
-    let got = walk(&api, &format!("/v1/cases?opened_from={from}&limit=1000"), "cases").await;
+    let got = walk(
+        &api,
+        &format!("/v1/cases?opened_from={from}&limit=1000"),
+        "cases",
+    )
+    .await;
     assert_eq!(got.len(), docs.iter().filter(|d| &d.opened >= from).count());
-    let debtor = docs.iter().flat_map(|d| d.debtors.iter().map(move |p| (d, p))).find(|(_, p)| p.ico.is_some()).unwrap();
-    let got = walk(&api, &format!("/v1/cases?debtor_ico={}", debtor.1.ico.as_ref().unwrap()), "cases").await;
-    assert!(got.iter().any(|c| c["case_number"] == debtor.0.case_number.as_str()));
-    let f = docs.iter().filter(|d| d.debtor_kind.as_deref() == Some("F")).count();
-    assert_eq!(walk(&api, "/v1/cases?debtor_kind=F&limit=1000", "cases").await.len(), f);
-    for bad in ["/v1/cases?court=XX", "/v1/cases?opened_from=2020-13-01", "/v1/cases?sort=name", "/v1/cases?debtor_ico=x", "/v1/cases?cursor=abc", "/v1/cases?limit=1001"] {
+    let debtor = docs
+        .iter()
+        .flat_map(|d| d.debtors.iter().map(move |p| (d, p)))
+        .find(|(_, p)| p.ico.is_some())
+        .unwrap();
+    let got = walk(
+        &api,
+        &format!("/v1/cases?debtor_ico={}", debtor.1.ico.as_ref().unwrap()),
+        "cases",
+    )
+    .await;
+    assert!(
+        got.iter()
+            .any(|c| c["case_number"] == debtor.0.case_number.as_str())
+    );
+    let f = docs
+        .iter()
+        .filter(|d| d.debtor_kind.as_deref() == Some("F"))
+        .count();
+    assert_eq!(
+        walk(&api, "/v1/cases?debtor_kind=F&limit=1000", "cases")
+            .await
+            .len(),
+        f
+    );
+    for bad in [
+        "/v1/cases?court=XX",
+        "/v1/cases?opened_from=2020-13-01",
+        "/v1/cases?sort=name",
+        "/v1/cases?debtor_ico=x",
+        "/v1/cases?cursor=abc",
+        "/v1/cases?limit=1001",
+    ] {
         assert_eq!(api.get(bad).await.0, 400, "{bad}");
     }
 
     // The change feed from an action ID, paged, equals the timeline after it.
     let truth = sim.truth_all();
     let from = truth[truth.len() - 2500].id;
-    let evs = walk(&api, &format!("/v1/events?after={from}&limit=1000"), "events").await;
-    let want: Vec<i64> = truth.iter().filter(|a| a.id > from && a.case_number != "INS -1/-1").map(|a| a.id).collect();
-    assert_eq!(evs.iter().map(|e| e["action_id"].as_i64().unwrap()).collect::<Vec<_>>(), want);
+    let evs = walk(
+        &api,
+        &format!("/v1/events?after={from}&limit=1000"),
+        "events",
+    )
+    .await;
+    let want: Vec<i64> = truth
+        .iter()
+        .filter(|a| a.id > from && a.case_number != "INS -1/-1")
+        .map(|a| a.id)
+        .collect();
+    assert_eq!(
+        evs.iter()
+            .map(|e| e["action_id"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        want
+    );
     let t63 = walk(&api, "/v1/events?type=63&limit=1000", "events").await;
-    assert_eq!(t63.len(), truth.iter().filter(|a| a.type_code == "63").count());
-    let one = walk(&api, &format!("/v1/events?case={}", url(&docs[3].case_number)), "events").await;
-    assert_eq!(one.len(), truth.iter().filter(|a| a.case_number == docs[3].case_number).count());
-    for bad in ["/v1/events?after=x", "/v1/events?type=abc", "/v1/events?case=4711", "/v1/events?court=??"] {
+    assert_eq!(
+        t63.len(),
+        truth.iter().filter(|a| a.type_code == "63").count()
+    );
+    let one = walk(
+        &api,
+        &format!("/v1/events?case={}", url(&docs[3].case_number)),
+        "events",
+    )
+    .await;
+    assert_eq!(
+        one.len(),
+        truth
+            .iter()
+            .filter(|a| a.case_number == docs[3].case_number)
+            .count()
+    );
+    for bad in [
+        "/v1/events?after=x",
+        "/v1/events?type=abc",
+        "/v1/events?case=4711",
+        "/v1/events?court=??",
+    ] {
         assert_eq!(api.get(bad).await.0, 400, "{bad}");
     }
 
@@ -279,7 +487,12 @@ async fn lists(b: Backend) {
     let (s, _, st) = api.get("/v1/stats").await;
     assert_eq!(s, 200);
     for dim in ["by_state", "by_court", "by_month"] {
-        let sum: i64 = st[dim].as_object().unwrap().values().map(|v| v.as_i64().unwrap()).sum();
+        let sum: i64 = st[dim]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_i64().unwrap())
+            .sum();
         assert_eq!(sum as usize, docs.len(), "{dim}");
     }
 }
@@ -308,10 +521,20 @@ async fn answers_are_compressed_and_bodies_refused() {
     let (_sim, app, api, _g, _db) = served(Backend::Sqlite).await;
     app.store.set_setting("phase", "serve").await.unwrap();
     let raw = reqwest::Client::builder().no_gzip().build().unwrap();
-    let r = raw.get(format!("{}/v1/cases?limit=200", api.base)).header("Accept-Encoding", "gzip").send().await.unwrap();
+    let r = raw
+        .get(format!("{}/v1/cases?limit=200", api.base))
+        .header("Accept-Encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["content-encoding"], "gzip");
-    let r = raw.post(format!("{}/v1/cases", api.base)).body(vec![b'x'; 100_000]).send().await.unwrap();
+    let r = raw
+        .post(format!("{}/v1/cases", api.base))
+        .body(vec![b'x'; 100_000])
+        .send()
+        .await
+        .unwrap();
     assert!(r.status() == 405 || r.status() == 413, "{}", r.status());
 }
 
@@ -323,19 +546,32 @@ async fn csv_and_ndjson_equal_json() {
         app.store.set_setting("phase", "serve").await.unwrap();
         for (path, key, id) in [
             ("/v1/cases?sort=latest&limit=40", "cases", "case_number"),
-            ("/v1/events?after=0&limit=300&type=63", "events", "action_id"),
+            (
+                "/v1/events?after=0&limit=300&type=63",
+                "events",
+                "action_id",
+            ),
             ("/v1/subjects?name=novak&limit=7", "subjects", "person_id"),
         ] {
-            let json: Vec<String> = walk(&api, path, key).await.iter().map(|v| match &v[id] {
-                Value::String(s) => s.clone(),
-                o => o.to_string(),
-            }).collect();
+            let json: Vec<String> = walk(&api, path, key)
+                .await
+                .iter()
+                .map(|v| match &v[id] {
+                    Value::String(s) => s.clone(),
+                    o => o.to_string(),
+                })
+                .collect();
             assert!(json.len() > 5, "{path}");
             for fmt in ["csv", "ndjson"] {
                 let mut ids = Vec::new();
                 let mut next = Some(format!("{path}&format={fmt}"));
                 while let Some(p) = next.take() {
-                    let r = api.http.get(format!("{}{p}", api.base)).send().await.unwrap();
+                    let r = api
+                        .http
+                        .get(format!("{}{p}", api.base))
+                        .send()
+                        .await
+                        .unwrap();
                     assert_eq!(r.status(), 200);
                     assert!(r.headers().contains_key("isir-watermark"));
                     next = r.headers().get("link").map(|l| {
@@ -360,8 +596,19 @@ async fn csv_and_ndjson_equal_json() {
                 assert_eq!(ids, json, "{fmt} of {path} on {b:?}");
             }
             // Accept works too.
-            let r = api.http.get(format!("{}{path}", api.base)).header("Accept", "text/csv").send().await.unwrap();
-            assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/csv"));
+            let r = api
+                .http
+                .get(format!("{}{path}", api.base))
+                .header("Accept", "text/csv")
+                .send()
+                .await
+                .unwrap();
+            assert!(
+                r.headers()["content-type"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("text/csv")
+            );
         }
         assert_eq!(api.get("/v1/cases?format=xml").await.0, 400);
     }
@@ -374,11 +621,34 @@ async fn pii_scope_and_rate_limit() {
     app.store.set_setting("phase", "serve").await.unwrap();
     let hash = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
     let keys = vec![
-        isir::config::ApiKey { name: "analyst".into(), sha256: hash("secret-analyst"), scopes: vec!["pii".into()] },
-        isir::config::ApiKey { name: "public".into(), sha256: hash("secret-public"), scopes: vec![] },
+        isir::config::ApiKey {
+            name: "analyst".into(),
+            sha256: hash("secret-analyst"),
+            scopes: vec!["pii".into()],
+        },
+        isir::config::ApiKey {
+            name: "public".into(),
+            sha256: hash("secret-public"),
+            scopes: vec![],
+        },
     ];
-    let api = start_with(app.store.clone(), isir::api::ApiOptions { rate_per_second: 1, burst: 5, keys, ..Default::default() }).await;
-    let rc = common::texts(&app.store, "SELECT rc FROM parties WHERE rc IS NOT NULL LIMIT 1", &[]).await.remove(0);
+    let api = start_with(
+        app.store.clone(),
+        isir::api::ApiOptions {
+            rate_per_second: 1,
+            burst: 5,
+            keys,
+            ..Default::default()
+        },
+    )
+    .await;
+    let rc = common::texts(
+        &app.store,
+        "SELECT rc FROM parties WHERE rc IS NOT NULL LIMIT 1",
+        &[],
+    )
+    .await
+    .remove(0);
     let ask = |key: Option<&'static str>| {
         let mut r = api.http.get(format!("{}/v1/subjects?rc={rc}", api.base));
         if let Some(k) = key {
@@ -386,9 +656,23 @@ async fn pii_scope_and_rate_limit() {
         }
         r.send()
     };
-    let body: Value = ask(Some("secret-analyst")).await.unwrap().json().await.unwrap();
-    assert_eq!(body["subjects"][0]["birth_number"], rc.as_str(), "pii scope sees birth numbers");
-    let body: Value = ask(Some("secret-public")).await.unwrap().json().await.unwrap();
+    let body: Value = ask(Some("secret-analyst"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        body["subjects"][0]["birth_number"],
+        rc.as_str(),
+        "pii scope sees birth numbers"
+    );
+    let body: Value = ask(Some("secret-public"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(body["subjects"][0]["birth_number"], "***");
     assert_eq!(ask(Some("wrong")).await.unwrap().status(), 401);
     // Without a key: limited per client address, 5 in a burst, then 429 with Retry-After.
@@ -397,12 +681,22 @@ async fn pii_scope_and_rate_limit() {
         let r = ask(None).await.unwrap();
         codes.push(r.status().as_u16());
         if r.status() == 429 {
-            assert!(r.headers()["retry-after"].to_str().unwrap().parse::<u64>().unwrap() >= 1);
+            assert!(
+                r.headers()["retry-after"]
+                    .to_str()
+                    .unwrap()
+                    .parse::<u64>()
+                    .unwrap()
+                    >= 1
+            );
         }
     }
     // The burst of 5 passes; after it, at most one token refills per second.
     assert!(codes[..5].iter().all(|c| *c == 200), "{codes:?}");
-    assert!(codes.iter().filter(|c| **c == 429).count() >= 2, "{codes:?}");
+    assert!(
+        codes.iter().filter(|c| **c == 429).count() >= 2,
+        "{codes:?}"
+    );
 }
 
 #[tokio::test]
@@ -410,8 +704,19 @@ async fn metrics_in_prometheus_text() {
     let (_sim, app, api, _g, _db) = served(Backend::Sqlite).await;
     app.store.set_setting("phase", "serve").await.unwrap();
     assert_eq!(api.get("/v1/stats").await.0, 200);
-    let text = api.http.get(format!("{}/metrics", api.base)).send().await.unwrap().text().await.unwrap();
+    let text = api
+        .http
+        .get(format!("{}/metrics", api.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(text.contains("isir_api_request_seconds_bucket"), "{text}");
     assert!(text.contains("route=\"/v1/stats\""), "{text}");
-    assert!(text.contains("isir_actions_stored_total"), "the poller's counters too: {text}");
+    assert!(
+        text.contains("isir_actions_stored_total"),
+        "the poller's counters too: {text}"
+    );
 }

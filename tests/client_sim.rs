@@ -2,8 +2,8 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use isir::sim::{FaultKind, FaultPlan, SimOptions};
@@ -61,7 +61,12 @@ async fn strictly_greater_and_page_size() {
     assert_eq!(p.len(), 100);
     let p = c.fetch_after(truth[10].id - 1).await.unwrap();
     assert_eq!(p.records[0].action.id, truth[10].id);
-    assert!(c.fetch_after(sim.head_id().unwrap()).await.unwrap().is_empty());
+    assert!(
+        c.fetch_after(sim.head_id().unwrap())
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn expect_fault(kind: FaultKind, check: impl Fn(&SourceError) -> bool) {
@@ -69,7 +74,10 @@ async fn expect_fault(kind: FaultKind, check: impl Fn(&SourceError) -> bool) {
     sim.set_faults(FaultPlan::none().at(2, kind));
     let c = client(&url, Arc::new(CountingGate::default()));
     let first = c.fetch_after(-1).await.unwrap();
-    let err = c.fetch_after(first.last_id().unwrap()).await.expect_err("faulted request must fail");
+    let err = c
+        .fetch_after(first.last_id().unwrap())
+        .await
+        .expect_err("faulted request must fail");
     assert!(check(&err), "{kind:?} gave {err:?}");
     assert!(!err.to_string().is_empty());
     // The same request again succeeds and gives the right page.
@@ -85,7 +93,10 @@ async fn fault_http500_is_retryable() {
 }
 #[tokio::test]
 async fn fault_truncated_body_is_retryable() {
-    expect_fault(FaultKind::Truncate, |e| e.is_retryable() && e.to_string().contains("truncated")).await;
+    expect_fault(FaultKind::Truncate, |e| {
+        e.is_retryable() && e.to_string().contains("truncated")
+    })
+    .await;
 }
 #[tokio::test]
 async fn fault_reset_is_retryable() {
@@ -93,15 +104,26 @@ async fn fault_reset_is_retryable() {
 }
 #[tokio::test]
 async fn fault_slow_times_out_and_is_retryable() {
-    expect_fault(FaultKind::Slow, |e| e.is_retryable() && e.to_string().contains("timed out")).await;
+    expect_fault(FaultKind::Slow, |e| {
+        e.is_retryable() && e.to_string().contains("timed out")
+    })
+    .await;
 }
 #[tokio::test]
 async fn fault_soap_fault_is_a_fault() {
-    expect_fault(FaultKind::SoapFault, |e| matches!(e, SourceError::Fault { code: Some(c), .. } if c == "S:Server")).await;
+    expect_fault(
+        FaultKind::SoapFault,
+        |e| matches!(e, SourceError::Fault { code: Some(c), .. } if c == "S:Server"),
+    )
+    .await;
 }
 #[tokio::test]
 async fn fault_chyba_is_refused() {
-    expect_fault(FaultKind::Chyba, |e| matches!(e, SourceError::Refused { code: Some(c), .. } if c == "WS2")).await;
+    expect_fault(
+        FaultKind::Chyba,
+        |e| matches!(e, SourceError::Refused { code: Some(c), .. } if c == "WS2"),
+    )
+    .await;
 }
 #[tokio::test]
 async fn fault_garbage_is_invalid() {
@@ -111,9 +133,16 @@ async fn fault_garbage_is_invalid() {
 #[tokio::test]
 async fn newest_id_faults_too() {
     let (sim, url, _g) = common::sim(100, 1000, 5).await;
-    sim.set_faults(FaultPlan::none().at(1, FaultKind::Chyba).at(2, FaultKind::Http500));
+    sim.set_faults(
+        FaultPlan::none()
+            .at(1, FaultKind::Chyba)
+            .at(2, FaultKind::Http500),
+    );
     let c = client(&url, Arc::new(CountingGate::default()));
-    assert!(matches!(c.last_id().await, Err(SourceError::Refused { .. })));
+    assert!(matches!(
+        c.last_id().await,
+        Err(SourceError::Refused { .. })
+    ));
     assert!(c.last_id().await.unwrap_err().is_retryable());
     assert_eq!(c.last_id().await.unwrap(), sim.head_id().unwrap());
 }
@@ -125,10 +154,16 @@ async fn the_gate_is_asked_before_every_request() {
     c.fetch_after(-1).await.unwrap();
     c.last_id().await.unwrap();
     match c.fetch_after(-1).await {
-        Err(SourceError::NotGranted(GateError::BudgetExhausted { used: 2, limit: 2, .. })) => {}
+        Err(SourceError::NotGranted(GateError::BudgetExhausted {
+            used: 2, limit: 2, ..
+        })) => {}
         other => panic!("{other:?}"),
     }
-    assert_eq!(sim.stats().requests_total, 2, "a refused request is never sent");
+    assert_eq!(
+        sim.stats().requests_total,
+        2,
+        "a refused request is never sent"
+    );
 }
 
 #[tokio::test]
@@ -145,20 +180,31 @@ async fn response_size_limit_is_a_clear_error() {
     )
     .unwrap();
     let e = c.fetch_after(-1).await.unwrap_err();
-    assert!(matches!(e, SourceError::Invalid(ref m) if m.contains("limit of 65536 bytes")), "{e}");
+    assert!(
+        matches!(e, SourceError::Invalid(ref m) if m.contains("limit of 65536 bytes")),
+        "{e}"
+    );
 }
 
 #[tokio::test]
 async fn usage_limits_answer_chyba() {
-    let (sim, url, _g) = isir::sim::spawn(SimOptions { actions: 100, daily_limit: Some(3), per_minute_limit: None, ..Default::default() })
-        .await
-        .unwrap();
+    let (sim, url, _g) = isir::sim::spawn(SimOptions {
+        actions: 100,
+        daily_limit: Some(3),
+        per_minute_limit: None,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let c = client(&url, Arc::new(CountingGate::default()));
     for _ in 0..3 {
         c.fetch_after(-1).await.unwrap();
     }
     match c.fetch_after(-1).await {
-        Err(SourceError::Refused { code: Some(code), text: Some(t) }) => {
+        Err(SourceError::Refused {
+            code: Some(code),
+            text: Some(t),
+        }) => {
             assert_eq!(code, "SERVER1");
             assert!(t.contains("denní limit"));
         }
@@ -166,13 +212,21 @@ async fn usage_limits_answer_chyba() {
     }
     assert_eq!(sim.stats().over_limit, 1);
 
-    let (sim, url, _g) = isir::sim::spawn(SimOptions { actions: 100, daily_limit: None, per_minute_limit: Some(2), ..Default::default() })
-        .await
-        .unwrap();
+    let (sim, url, _g) = isir::sim::spawn(SimOptions {
+        actions: 100,
+        daily_limit: None,
+        per_minute_limit: Some(2),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let c = client(&url, Arc::new(CountingGate::default()));
     c.last_id().await.unwrap();
     c.last_id().await.unwrap();
-    assert!(matches!(c.last_id().await, Err(SourceError::Refused { .. })));
+    assert!(matches!(
+        c.last_id().await,
+        Err(SourceError::Refused { .. })
+    ));
     assert_eq!(sim.stats().over_limit, 1);
 }
 
@@ -180,8 +234,17 @@ async fn usage_limits_answer_chyba() {
 async fn wsdl_stats_truth_and_bad_requests() {
     let (sim, url, _g) = common::sim(2000, 1000, 8).await;
     let http = reqwest::Client::new();
-    let wsdl = http.get(format!("{url}?wsdl")).send().await.unwrap().text().await.unwrap();
-    assert!(wsdl.contains("getIsirWsPublicIdData") && wsdl.contains("getIsirWsPublicPosledniIdData"));
+    let wsdl = http
+        .get(format!("{url}?wsdl"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        wsdl.contains("getIsirWsPublicIdData") && wsdl.contains("getIsirWsPublicPosledniIdData")
+    );
     // A request the service does not know gets a SOAP Fault, whatever the SOAPAction.
     let r = http
         .post(&url)
@@ -194,35 +257,85 @@ async fn wsdl_stats_truth_and_bad_requests() {
     assert!(r.text().await.unwrap().contains("Fault"));
     // Any prefix works.
     let body = r#"<a:Envelope xmlns:a="http://schemas.xmlsoap.org/soap/envelope/"><a:Body><b:getIsirWsPublicIdDataRequest xmlns:b="http://isirpublicws.cca.cz/types/"><idPodnetu>-1</idPodnetu></b:getIsirWsPublicIdDataRequest></a:Body></a:Envelope>"#;
-    let text = http.post(&url).body(body).send().await.unwrap().text().await.unwrap();
-    assert_eq!(isir::source::parse::parse_data_response(text.as_bytes(), -1).unwrap().len(), 1000);
+    let text = http
+        .post(&url)
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        isir::source::parse::parse_data_response(text.as_bytes(), -1)
+            .unwrap()
+            .len(),
+        1000
+    );
     let base = url.replace(isir::sim::SERVICE_PATH, "");
-    let stats: serde_json::Value = http.get(format!("{base}/_sim/stats")).send().await.unwrap().json().await.unwrap();
+    let stats: serde_json::Value = http
+        .get(format!("{base}/_sim/stats"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(stats["requests_total"], 2);
     assert_eq!(stats["by_operation"]["after_id"], 1);
     assert_eq!(stats["wsdl_requests"], 1);
     assert_eq!(stats["actions_published"], 2000);
-    let truth: Vec<isir::source::Action> =
-        http.get(format!("{base}/_sim/truth?after=-1&limit=5")).send().await.unwrap().json().await.unwrap();
+    let truth: Vec<isir::source::Action> = http
+        .get(format!("{base}/_sim/truth?after=-1&limit=5"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(truth, sim.truth_after(-1, 5));
-    let log: serde_json::Value = http.get(format!("{base}/_sim/requests")).send().await.unwrap().json().await.unwrap();
+    let log: serde_json::Value = http
+        .get(format!("{base}/_sim/requests"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(log.as_array().unwrap().len(), 2);
 }
 
 #[tokio::test]
 async fn live_rate_appends_actions() {
-    let (sim, _url, _g) = isir::sim::spawn(SimOptions { actions: 100, live_rate: 200.0, ..Default::default() }).await.unwrap();
+    let (sim, _url, _g) = isir::sim::spawn(SimOptions {
+        actions: 100,
+        live_rate: 200.0,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let n = sim.truth_all().len();
     assert!(n > 120, "{n}");
     let before = sim.truth_after(-1, 100);
-    assert_eq!(before, isir::sim::Simulator::new(SimOptions { actions: 100, ..Default::default() }).truth_all());
+    assert_eq!(
+        before,
+        isir::sim::Simulator::new(SimOptions {
+            actions: 100,
+            ..Default::default()
+        })
+        .truth_all()
+    );
 }
 
 #[tokio::test]
 async fn random_faults_at_a_rate() {
     let (sim, url, _g) = common::sim(20_000, 1000, 9).await;
-    sim.set_faults(FaultPlan::random(0.5, vec![FaultKind::Http500, FaultKind::Garbage, FaultKind::Chyba], 1));
+    sim.set_faults(FaultPlan::random(
+        0.5,
+        vec![FaultKind::Http500, FaultKind::Garbage, FaultKind::Chyba],
+        1,
+    ));
     let c = client(&url, Arc::new(CountingGate::default()));
     let mut after = -1;
     let mut got = Vec::new();

@@ -15,7 +15,10 @@ fn defaults_file_then_environment() {
         assert_eq!(d.database.url, "sqlite://isir.db");
         assert_eq!(d.redis.url, None);
         assert_eq!(d.source.max_body_bytes, 32 * 1024 * 1024);
-        jail.create_file("isir.toml", "[poll]\nperiod_secs = 300\n[database]\nurl = \"postgres://x@h/db\"\n")?;
+        jail.create_file(
+            "isir.toml",
+            "[poll]\nperiod_secs = 300\n[database]\nurl = \"postgres://x@h/db\"\n",
+        )?;
         jail.set_env("ISIR_POLL__PERIOD_SECS", "120");
         jail.set_env("ISIR_REDIS__URL", "redis://127.0.0.1:6379");
         jail.set_env("ISIR_SOURCE__URL", "http://127.0.0.1:1/x");
@@ -23,7 +26,10 @@ fn defaults_file_then_environment() {
         jail.set_env("ISIR_TEST_PG", "postgres://ignored");
         let s = Settings::load(None).unwrap();
         assert_eq!(s.poll.period_secs, 120, "environment wins over the file");
-        assert_eq!(s.database.url, "postgres://x@h/db", "file wins over defaults");
+        assert_eq!(
+            s.database.url, "postgres://x@h/db",
+            "file wins over defaults"
+        );
         assert_eq!(s.redis.url.as_deref(), Some("redis://127.0.0.1:6379"));
         assert_eq!(s.source.url, "http://127.0.0.1:1/x");
         Ok(())
@@ -42,7 +48,10 @@ fn errors_name_the_key() {
         jail.set_env("ISIR_DATABASE__URL", "mysql://x");
         jail.set_env("ISIR_LEASE__TTL_SECS", "1");
         let e = Settings::load(None).unwrap_err().to_string();
-        assert!(e.contains("database.url") && e.contains("lease.ttl_secs"), "{e}");
+        assert!(
+            e.contains("database.url") && e.contains("lease.ttl_secs"),
+            "{e}"
+        );
         Ok(())
     });
     figment::Jail::expect_with(|jail| {

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Backend, BOTH};
+use common::{BOTH, Backend};
 use isir::budget::Budget;
 use isir::lease::{Acquire, Lease};
 use isir::poller::TickOutcome;
@@ -26,20 +26,34 @@ async fn backfill_equals_source(b: Backend) {
     assert_eq!((t1.pages, t1.requests), (20, 21), "head check + 20 pages");
     let t2 = p.poll_once().await;
     assert_eq!(t2.outcome, TickOutcome::BatchLimit);
-    assert_eq!((t2.pages, t2.requests), (20, 20), "the head check is not repeated within the hour");
+    assert_eq!(
+        (t2.pages, t2.requests),
+        (20, 20),
+        "the head check is not repeated within the hour"
+    );
     let t3 = p.poll_once().await;
     assert_eq!(t3.outcome, TickOutcome::CaughtUp, "{t3:?}");
-    assert_eq!(t3.pages, 10, "the page that reaches the known head ends the tick");
+    assert_eq!(
+        t3.pages, 10,
+        "the page that reaches the known head ends the tick"
+    );
     assert_eq!(common::all_actions(&app.store).await, sim.truth_all());
     assert_eq!(app.store.checkpoint().await.unwrap(), sim.head_id());
     // The minimum: one head check and one request per page; no extra empty page.
     assert_eq!(sim.stats().requests_total, 51);
     // An idle tick costs exactly one request.
     let t4 = p.poll_once().await;
-    assert_eq!((t4.outcome.clone(), t4.requests), (TickOutcome::CaughtUp, 1));
+    assert_eq!(
+        (t4.outcome.clone(), t4.requests),
+        (TickOutcome::CaughtUp, 1)
+    );
     sim.publish(37);
     let t5 = p.poll_once().await;
-    assert_eq!((t5.outcome.clone(), t5.requests, t5.actions), (TickOutcome::CaughtUp, 1, 37), "a short page past the head ends the tick");
+    assert_eq!(
+        (t5.outcome.clone(), t5.requests, t5.actions),
+        (TickOutcome::CaughtUp, 1, 37),
+        "a short page past the head ends the tick"
+    );
     assert_eq!(sim.stats().requests_total, 53);
     assert_eq!(common::all_actions(&app.store).await, sim.truth_all());
     // The budget counted exactly what the simulator saw.
@@ -63,7 +77,10 @@ fn page_of(sim: &isir::sim::Simulator, after: i64, n: usize) -> Page {
 
 #[tokio::test]
 async fn idempotence_order_and_checkpoint_mismatch() {
-    let sim = isir::sim::Simulator::new(isir::sim::SimOptions { actions: 300, ..Default::default() });
+    let sim = isir::sim::Simulator::new(isir::sim::SimOptions {
+        actions: 300,
+        ..Default::default()
+    });
     for b in BOTH {
         let db = common::fresh_db(b).await;
         let store = common::store(&db).await;
@@ -72,12 +89,21 @@ async fn idempotence_order_and_checkpoint_mismatch() {
         assert_eq!(store.write_page(e, None, &p1).await.unwrap(), 100);
         let c1 = p1.last_id();
         // Replaying the same page: refused, nothing changes.
-        assert!(matches!(store.write_page(e, None, &p1).await, Err(StoreError::CheckpointMismatch { .. })));
-        assert!(matches!(store.write_page(e, c1, &p1).await, Err(StoreError::OutOfOrder(_))));
+        assert!(matches!(
+            store.write_page(e, None, &p1).await,
+            Err(StoreError::CheckpointMismatch { .. })
+        ));
+        assert!(matches!(
+            store.write_page(e, c1, &p1).await,
+            Err(StoreError::OutOfOrder(_))
+        ));
         assert_eq!(store.count_actions().await.unwrap(), 100);
         // A page that skips ahead does not follow the checkpoint.
         let p3 = page_of(&sim, sim.truth_all()[199].id, 50);
-        assert!(matches!(store.write_page(e, c1, &p3).await, Err(StoreError::OutOfOrder(_))));
+        assert!(matches!(
+            store.write_page(e, c1, &p3).await,
+            Err(StoreError::OutOfOrder(_))
+        ));
         // Stating a wrong expected checkpoint.
         let p2 = page_of(&sim, c1.unwrap(), 100);
         assert!(matches!(
@@ -87,14 +113,27 @@ async fn idempotence_order_and_checkpoint_mismatch() {
         assert_eq!(store.checkpoint().await.unwrap(), c1);
         // The right page goes in; an empty page changes nothing.
         assert_eq!(store.write_page(e, c1, &p2).await.unwrap(), 100);
-        let empty = Page { after: p2.last_id().unwrap(), records: vec![] };
+        let empty = Page {
+            after: p2.last_id().unwrap(),
+            records: vec![],
+        };
         assert_eq!(store.write_page(e, p2.last_id(), &empty).await.unwrap(), 0);
         assert_eq!(store.checkpoint().await.unwrap(), p2.last_id());
-        assert_eq!(common::all_actions(&store).await, sim.truth_after(-1, 200), "{b:?}");
+        assert_eq!(
+            common::all_actions(&store).await,
+            sim.truth_after(-1, 200),
+            "{b:?}"
+        );
         // A lower epoch is fenced.
         store.register_epoch(5).await.unwrap();
         let p4 = page_of(&sim, p2.last_id().unwrap(), 10);
-        assert!(matches!(store.write_page(4, p2.last_id(), &p4).await, Err(StoreError::Fenced { mine: 4, current: 5 })));
+        assert!(matches!(
+            store.write_page(4, p2.last_id(), &p4).await,
+            Err(StoreError::Fenced {
+                mine: 4,
+                current: 5
+            })
+        ));
         assert_eq!(store.count_actions().await.unwrap(), 200);
     }
 }
@@ -105,7 +144,9 @@ async fn lease_contract(mk: impl Fn(isir::store::Store, Duration) -> Lease, b: B
     let ttl = Duration::from_millis(1500);
     let a = mk(store.clone(), ttl);
     let c = mk(store.clone(), ttl);
-    let Acquire::Granted(ga) = a.acquire().await.unwrap() else { panic!() };
+    let Acquire::Granted(ga) = a.acquire().await.unwrap() else {
+        panic!()
+    };
     // Exactly one holder.
     match c.acquire().await.unwrap() {
         Acquire::HeldBy { holder, expires_at } => {
@@ -115,23 +156,35 @@ async fn lease_contract(mk: impl Fn(isir::store::Store, Duration) -> Lease, b: B
         other => panic!("{other:?}"),
     }
     // Re-acquiring as the holder keeps the epoch; renewal works.
-    let Acquire::Granted(again) = a.acquire().await.unwrap() else { panic!() };
+    let Acquire::Granted(again) = a.acquire().await.unwrap() else {
+        panic!()
+    };
     assert_eq!(again.epoch, ga.epoch);
     assert!(a.renew(ga.epoch).await.unwrap());
     // The holder pauses past its TTL; another takes over with a higher epoch.
     tokio::time::sleep(ttl + Duration::from_millis(300)).await;
-    let Acquire::Granted(gc) = c.acquire().await.unwrap() else { panic!("expired lease must be free") };
+    let Acquire::Granted(gc) = c.acquire().await.unwrap() else {
+        panic!("expired lease must be free")
+    };
     assert!(gc.epoch > ga.epoch);
     // The woken ex-holder can neither renew nor write.
     assert!(!a.renew(ga.epoch).await.unwrap());
-    let sim = isir::sim::Simulator::new(isir::sim::SimOptions { actions: 10, ..Default::default() });
+    let sim = isir::sim::Simulator::new(isir::sim::SimOptions {
+        actions: 10,
+        ..Default::default()
+    });
     let p = page_of(&sim, -1, 10);
-    assert!(matches!(store.write_page(ga.epoch, None, &p).await, Err(StoreError::Fenced { .. })));
+    assert!(matches!(
+        store.write_page(ga.epoch, None, &p).await,
+        Err(StoreError::Fenced { .. })
+    ));
     assert_eq!(store.write_page(gc.epoch, None, &p).await.unwrap(), 10);
     // Release by compare-and-delete: the ex-holder's release does nothing.
     assert!(!a.release(ga.epoch).await.unwrap());
     assert!(c.release(gc.epoch).await.unwrap());
-    let Acquire::Granted(ga2) = a.acquire().await.unwrap() else { panic!() };
+    let Acquire::Granted(ga2) = a.acquire().await.unwrap() else {
+        panic!()
+    };
     assert!(ga2.epoch > gc.epoch);
 }
 
@@ -147,7 +200,11 @@ async fn redis_lease_contract() {
     for b in BOTH {
         let conn = Arc::new(isir::redis_conn::RedisConn::new(&common::redis_url()).unwrap());
         let key = common::redis_prefix();
-        lease_contract(|s, ttl| Lease::redis(conn.clone(), &key, &format!("{key}:epoch"), s, ttl), b).await;
+        lease_contract(
+            |s, ttl| Lease::redis(conn.clone(), &key, &format!("{key}:epoch"), s, ttl),
+            b,
+        )
+        .await;
     }
 }
 
@@ -164,12 +221,16 @@ async fn redis_restart_empty_keeps_epochs_growing() {
     let b = Lease::redis(conn.clone(), "l", "l:epoch", store.clone(), ttl);
     let mut last = 0;
     for _ in 0..3 {
-        let Acquire::Granted(g) = a.acquire().await.unwrap() else { panic!() };
+        let Acquire::Granted(g) = a.acquire().await.unwrap() else {
+            panic!()
+        };
         assert!(g.epoch > last);
         a.release(g.epoch).await.unwrap();
         last = g.epoch;
     }
-    let Acquire::Granted(ga) = a.acquire().await.unwrap() else { panic!() };
+    let Acquire::Granted(ga) = a.acquire().await.unwrap() else {
+        panic!()
+    };
     redis.restart_empty();
     // While Redis is gone and back, the connection is re-established.
     let mut gb = None;
@@ -184,10 +245,29 @@ async fn redis_restart_empty_keeps_epochs_growing() {
         }
     }
     let gb = gb.expect("a grant after the restart");
-    assert!(gb.epoch > ga.epoch, "epoch {} after restart must exceed {}", gb.epoch, ga.epoch);
-    let sim = isir::sim::Simulator::new(isir::sim::SimOptions { actions: 10, ..Default::default() });
-    assert!(matches!(store.write_page(ga.epoch, None, &page_of(&sim, -1, 10)).await, Err(StoreError::Fenced { .. })));
-    assert_eq!(store.write_page(gb.epoch, None, &page_of(&sim, -1, 10)).await.unwrap(), 10);
+    assert!(
+        gb.epoch > ga.epoch,
+        "epoch {} after restart must exceed {}",
+        gb.epoch,
+        ga.epoch
+    );
+    let sim = isir::sim::Simulator::new(isir::sim::SimOptions {
+        actions: 10,
+        ..Default::default()
+    });
+    assert!(matches!(
+        store
+            .write_page(ga.epoch, None, &page_of(&sim, -1, 10))
+            .await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert_eq!(
+        store
+            .write_page(gb.epoch, None, &page_of(&sim, -1, 10))
+            .await
+            .unwrap(),
+        10
+    );
 }
 
 #[tokio::test]
@@ -195,7 +275,11 @@ async fn redis_down_stops_the_writer_safely() {
     let mut redis = common::OwnRedis::start();
     let (sim, url, _g) = common::sim(5000, 1000, 12).await;
     let db = common::fresh_db(Backend::Sqlite).await;
-    let app = common::app(common::with_redis(common::settings(&url, &db), &redis.url())).await;
+    let app = common::app(common::with_redis(
+        common::settings(&url, &db),
+        &redis.url(),
+    ))
+    .await;
     let mut p = app.poller().unwrap();
     assert_eq!(p.poll_once().await.outcome, TickOutcome::CaughtUp);
     sim.publish(100);
@@ -203,8 +287,15 @@ async fn redis_down_stops_the_writer_safely() {
     let t = p.poll_once().await;
     assert!(matches!(t.outcome, TickOutcome::StoreError { .. }), "{t:?}");
     assert_eq!(t.requests, 0);
-    assert_eq!(sim.stats().requests_total, 6, "no request without the lease and the budget");
-    assert_eq!(app.store.checkpoint().await.unwrap(), Some(sim.truth_all()[4999].id));
+    assert_eq!(
+        sim.stats().requests_total,
+        6,
+        "no request without the lease and the budget"
+    );
+    assert_eq!(
+        app.store.checkpoint().await.unwrap(),
+        Some(sim.truth_all()[4999].id)
+    );
 }
 
 async fn budget_holds(mk: &dyn Fn() -> Budget) {
@@ -217,7 +308,11 @@ async fn budget_holds(mk: &dyn Fn() -> Budget) {
     }
     let restarted = mk();
     match restarted.acquire(Operation::LastId).await {
-        Err(GateError::BudgetExhausted { used: 5, limit: 5, resets_at }) => {
+        Err(GateError::BudgetExhausted {
+            used: 5,
+            limit: 5,
+            resets_at,
+        }) => {
             assert!(chrono::DateTime::parse_from_rfc3339(&resets_at).is_ok());
         }
         other => panic!("{other:?}"),
@@ -248,7 +343,9 @@ async fn budget_minute_window() {
     }
     let b = Budget::database(store.clone(), 100, 3).max_wait(Duration::ZERO);
     match b.acquire(Operation::AfterId).await {
-        Err(GateError::RateLimited { retry_after }) => assert!(retry_after <= Duration::from_secs(61)),
+        Err(GateError::RateLimited { retry_after }) => {
+            assert!(retry_after <= Duration::from_secs(61))
+        }
         other => panic!("{other:?}"),
     }
     let conn = Arc::new(isir::redis_conn::RedisConn::new(&common::redis_url()).unwrap());
@@ -257,7 +354,10 @@ async fn budget_minute_window() {
     r.acquire(Operation::AfterId).await.unwrap();
     r.acquire(Operation::AfterId).await.unwrap();
     assert!(matches!(
-        Budget::redis(conn, &prefix, 100, 2).max_wait(Duration::ZERO).acquire(Operation::AfterId).await,
+        Budget::redis(conn, &prefix, 100, 2)
+            .max_wait(Duration::ZERO)
+            .acquire(Operation::AfterId)
+            .await,
         Err(GateError::RateLimited { .. })
     ));
 }
@@ -282,7 +382,11 @@ async fn budget_holds_by_the_simulators_count() {
         }
         assert_eq!(sim.stats().requests_total, 7, "{b:?}");
         let app = common::app(s.clone()).await;
-        assert_eq!(app.store.count_actions().await.unwrap(), 6000, "1 head check + 6 pages");
+        assert_eq!(
+            app.store.count_actions().await.unwrap(),
+            6000,
+            "1 head check + 6 pages"
+        );
     }
 }
 
@@ -304,7 +408,11 @@ async fn every_fault_kind_during_a_backfill() {
             let third_page_after = sim.truth_all()[1999].id;
             match kind {
                 FaultKind::Http500 | FaultKind::Truncate | FaultKind::Reset | FaultKind::Slow => {
-                    assert_eq!(t.outcome, TickOutcome::CaughtUp, "{kind:?}: retried within the tick");
+                    assert_eq!(
+                        t.outcome,
+                        TickOutcome::CaughtUp,
+                        "{kind:?}: retried within the tick"
+                    );
                     assert_eq!(t.requests, 7, "{kind:?}: the retry is counted");
                 }
                 FaultKind::SoapFault | FaultKind::Chyba | FaultKind::Garbage => {
@@ -315,13 +423,24 @@ async fn every_fault_kind_during_a_backfill() {
                         }
                         other => panic!("{kind:?}: {other:?}"),
                     }
-                    assert_eq!(app.store.checkpoint().await.unwrap(), Some(third_page_after));
+                    assert_eq!(
+                        app.store.checkpoint().await.unwrap(),
+                        Some(third_page_after)
+                    );
                     assert_eq!(app.store.count_actions().await.unwrap(), 2000);
                     assert_eq!(p.poll_once().await.outcome, TickOutcome::CaughtUp);
                 }
             }
-            assert_eq!(common::all_actions(&app.store).await, sim.truth_all(), "{kind:?} on {b:?}");
-            assert_eq!(app.budget.usage().await.unwrap().used, sim.stats().requests_total, "{kind:?}");
+            assert_eq!(
+                common::all_actions(&app.store).await,
+                sim.truth_all(),
+                "{kind:?} on {b:?}"
+            );
+            assert_eq!(
+                app.budget.usage().await.unwrap().used,
+                sim.stats().requests_total,
+                "{kind:?}"
+            );
         }
     }
 }
@@ -336,7 +455,10 @@ async fn retries_are_bounded() {
     sim.set_faults(FaultPlan::random(1.0, vec![FaultKind::Http500], 0));
     let mut p = app.poller().unwrap();
     let t = p.poll_once().await;
-    assert!(matches!(t.outcome, TickOutcome::SourceError { ref class, .. } if class == "retryable"), "{t:?}");
+    assert!(
+        matches!(t.outcome, TickOutcome::SourceError { ref class, .. } if class == "retryable"),
+        "{t:?}"
+    );
     assert_eq!(t.requests, 4, "head check + first try + 2 retries");
     assert_eq!(sim.stats().requests_total, 4);
     assert_eq!(app.store.checkpoint().await.unwrap(), None);
@@ -354,7 +476,10 @@ async fn a_second_poller_does_not_spend_requests() {
     assert_eq!(pa.poll_once().await.outcome, TickOutcome::CaughtUp);
     let before = sim.stats().requests_total;
     let t = pb.poll_once().await;
-    assert!(matches!(t.outcome, TickOutcome::LeaseNotHeld { ref holder, .. } if holder == a.lease.holder()), "{t:?}");
+    assert!(
+        matches!(t.outcome, TickOutcome::LeaseNotHeld { ref holder, .. } if holder == a.lease.holder()),
+        "{t:?}"
+    );
     assert_eq!(sim.stats().requests_total, before);
     pa.release().await;
     assert_eq!(pb.poll_once().await.outcome, TickOutcome::CaughtUp);
@@ -381,6 +506,12 @@ async fn start_id_backfills_from_anywhere() {
     let from = sim.truth_all()[2500].id;
     s.poll.start_id = from;
     let app = common::app(s).await;
-    assert_eq!(app.poller().unwrap().poll_once().await.outcome, TickOutcome::CaughtUp);
-    assert_eq!(common::all_actions(&app.store).await, sim.truth_after(from, usize::MAX));
+    assert_eq!(
+        app.poller().unwrap().poll_once().await.outcome,
+        TickOutcome::CaughtUp
+    );
+    assert_eq!(
+        common::all_actions(&app.store).await,
+        sim.truth_after(from, usize::MAX)
+    );
 }

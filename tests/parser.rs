@@ -6,7 +6,12 @@ use isir::source::parse::{parse_data_response, parse_last_id_response, parse_not
 use isir::source::{Flag, Note, SourceError};
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/isir").join(name)).unwrap()
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/isir")
+            .join(name),
+    )
+    .unwrap()
 }
 
 /// The repository keeps a copy of `../shared/isir/fixtures`; where the shared folder is
@@ -15,14 +20,21 @@ fn fixture(name: &str) -> Vec<u8> {
 fn fixture_copies_match_shared() {
     let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/isir/fixtures");
     let Ok(dir) = std::fs::read_dir(&shared) else {
-        eprintln!("note: {} absent; the repository copy is used", shared.display());
+        eprintln!(
+            "note: {} absent; the repository copy is used",
+            shared.display()
+        );
         return;
     };
     let mut n = 0;
     for e in dir {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_str().unwrap().to_string();
-        assert_eq!(std::fs::read(&p).unwrap(), fixture(&name), "fixture {name} differs from the shared copy");
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            fixture(&name),
+            "fixture {name} differs from the shared copy"
+        );
         n += 1;
     }
     assert!(n >= 7);
@@ -32,21 +44,41 @@ fn fixture_copies_match_shared() {
 fn mixed_page_parses_every_field() {
     let page = parse_data_response(&fixture("page-mixed.xml"), 79500000).unwrap();
     let ids: Vec<i64> = page.actions().map(|a| a.id).collect();
-    assert_eq!(ids, [79500007, 79500009, 79500010, 79500012, 79500015, 79500016, 79500019, 79500020]);
+    assert_eq!(
+        ids,
+        [
+            79500007, 79500009, 79500010, 79500012, 79500015, 79500016, 79500019, 79500020
+        ]
+    );
     let a = &page.records[0].action;
     assert_eq!(a.created, "2026-03-02T09:14:05.000+01:00");
     assert_eq!(a.published, "2026-03-02T09:20:11.000+01:00");
-    assert_eq!(a.document_url.as_deref(), Some("https://isir.justice.cz:8443/isir_public_ws/doc/Document?idDokument=90000123"));
+    assert_eq!(
+        a.document_url.as_deref(),
+        Some("https://isir.justice.cz:8443/isir_public_ws/doc/Document?idDokument=90000123")
+    );
     assert_eq!(a.case_number, "INS 4711/2026");
     assert_eq!(a.type_code, "6");
-    assert_eq!(a.type_name, "Insolvenční návrh spojený s návrhem na povolení oddlužení");
+    assert_eq!(
+        a.type_name,
+        "Insolvenční návrh spojený s návrhem na povolení oddlužení"
+    );
     assert_eq!(a.section.as_deref(), Some("A"));
     assert_eq!(a.number_in_section, Some(1));
-    assert!(a.note.as_deref().unwrap().starts_with("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?><ns2:udalost"));
-    let Note::Parsed(d) = &page.records[0].detail else { panic!("detail not parsed") };
+    assert!(
+        a.note.as_deref().unwrap().starts_with(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?><ns2:udalost"
+        )
+    );
+    let Note::Parsed(d) = &page.records[0].detail else {
+        panic!("detail not parsed")
+    };
     assert_eq!(d.schema_version.as_deref(), Some("1_10"));
     assert_eq!(d.origin.as_deref(), Some("KSSTCAB"));
-    assert_eq!(d.case.as_ref().unwrap().state.as_deref(), Some("NEVYRIZENA"));
+    assert_eq!(
+        d.case.as_ref().unwrap().state.as_deref(),
+        Some("NEVYRIZENA")
+    );
     assert_eq!(d.secondary_action, Some(Flag::F));
     assert_eq!(d.secondary_document, Some(Flag::F));
 
@@ -76,7 +108,9 @@ fn mixed_page_parses_every_field() {
     assert_eq!(ad.id.as_deref(), Some("9900001"));
 
     // Company debtor.
-    let Note::Parsed(d) = &page.records[3].detail else { panic!() };
+    let Note::Parsed(d) = &page.records[3].detail else {
+        panic!()
+    };
     let p = d.person.as_ref().unwrap();
     assert_eq!(p.id, "VZOREK S.R.O.12345678 1");
     assert_eq!(p.kind.as_deref(), Some("P"));
@@ -97,10 +131,15 @@ fn mixed_page_parses_every_field() {
     assert_eq!(page.records[5].action.section.as_deref(), Some("P1"));
 
     // § 425 erasure.
-    let Note::Parsed(d) = &page.records[6].detail else { panic!() };
+    let Note::Parsed(d) = &page.records[6].detail else {
+        panic!()
+    };
     assert_eq!(d.struck_out.as_deref(), Some("2026-03-02+01:00"));
     assert_eq!(d.origin.as_deref(), Some("KSVYCHKP1"));
-    assert_eq!(d.case.as_ref().unwrap().state.as_deref(), Some("ODSKRTNUTA"));
+    assert_eq!(
+        d.case.as_ref().unwrap().state.as_deref(),
+        Some("ODSKRTNUTA")
+    );
 
     // Code-list action, schema 1_8.
     let h = &page.records[7];
@@ -140,30 +179,49 @@ fn soap_fault_is_a_fault() {
         }
         other => panic!("expected Fault, got {other:?}"),
     }
-    assert!(matches!(parse_last_id_response(&fixture("soap-fault.xml")), Err(SourceError::Fault { .. })));
+    assert!(matches!(
+        parse_last_id_response(&fixture("soap-fault.xml")),
+        Err(SourceError::Fault { .. })
+    ));
 }
 
 #[test]
 fn last_id_takes_the_maximum() {
-    assert_eq!(parse_last_id_response(&fixture("last-id.xml")).unwrap(), 79512345);
-    let two = String::from_utf8(fixture("last-id.xml"))
-        .unwrap()
-        .replace("<cisloPosledniId>79512345</cisloPosledniId>", "<cisloPosledniId>5</cisloPosledniId><cisloPosledniId>79512399</cisloPosledniId>");
+    assert_eq!(
+        parse_last_id_response(&fixture("last-id.xml")).unwrap(),
+        79512345
+    );
+    let two = String::from_utf8(fixture("last-id.xml")).unwrap().replace(
+        "<cisloPosledniId>79512345</cisloPosledniId>",
+        "<cisloPosledniId>5</cisloPosledniId><cisloPosledniId>79512399</cisloPosledniId>",
+    );
     assert_eq!(parse_last_id_response(two.as_bytes()).unwrap(), 79512399);
     // A data answer is not a newest-ID answer.
-    assert!(matches!(parse_last_id_response(&fixture("page-caught-up.xml")), Err(SourceError::Invalid(_))));
+    assert!(matches!(
+        parse_last_id_response(&fixture("page-caught-up.xml")),
+        Err(SourceError::Invalid(_))
+    ));
 }
 
 #[test]
 fn requests_we_send_match_the_fixtures() {
     let strip = |b: Vec<u8>| String::from_utf8(b).unwrap().trim().to_string();
-    assert_eq!(isir::source::write::request_after_id(79500000), strip(fixture("request-after-id.xml")));
-    assert_eq!(isir::source::write::request_last_id(), strip(fixture("request-last-id.xml")));
+    assert_eq!(
+        isir::source::write::request_after_id(79500000),
+        strip(fixture("request-after-id.xml"))
+    );
+    assert_eq!(
+        isir::source::write::request_last_id(),
+        strip(fixture("request-last-id.xml"))
+    );
 }
 
 fn error_cases() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/errors");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     v.sort();
     v
 }
@@ -194,13 +252,16 @@ fn every_error_class_by_fixture() {
 
 #[test]
 fn unknown_elements_codes_and_cdata_are_kept() {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/errors/ok-prefixes-whitespace-cdata-unknown.xml");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/errors/ok-prefixes-whitespace-cdata-unknown.xml");
     let page = parse_data_response(&std::fs::read(p).unwrap(), 79500000).unwrap();
     assert_eq!(page.len(), 2);
     let r = &page.records[1];
     assert_eq!(r.action.type_code, "9999");
     assert_eq!(r.action.type_name, "");
-    let Note::Parsed(d) = &r.detail else { panic!("{:?}", r.detail) };
+    let Note::Parsed(d) = &r.detail else {
+        panic!("{:?}", r.detail)
+    };
     assert_eq!(d.origin.as_deref(), Some("NEWCOURT"));
     assert_eq!(d.schema_version.as_deref(), Some("2_0"));
     assert_eq!(d.case.as_ref().unwrap().state.as_deref(), Some("NOVÝ STAV"));
@@ -208,7 +269,8 @@ fn unknown_elements_codes_and_cdata_are_kept() {
 
 #[test]
 fn broken_poznamka_keeps_the_raw_text() {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/errors/ok-broken-poznamka-kept-raw.xml");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/errors/ok-broken-poznamka-kept-raw.xml");
     let page = parse_data_response(&std::fs::read(p).unwrap(), 79500000).unwrap();
     let r = &page.records[1];
     assert_eq!(r.action.note.as_deref(), Some("<udalost><osoba>broken"));
@@ -219,9 +281,19 @@ fn broken_poznamka_keeps_the_raw_text() {
 fn note_parser_rejects_hostile_documents() {
     assert!(parse_note("<!DOCTYPE x [<!ENTITY a \"b\">]><udalost>&a;</udalost>").is_err());
     assert!(parse_note("<other/>").is_err());
-    assert!(parse_note("<udalost><osoba><jmeno>x</jmeno></osoba></udalost>").is_err(), "osoba without idOsoby");
-    let deep = format!("<udalost>{}{}</udalost>", "<x>".repeat(10_000), "</x>".repeat(10_000));
-    assert!(parse_note(&deep).is_ok(), "deep unknown nesting is skipped without recursion");
+    assert!(
+        parse_note("<udalost><osoba><jmeno>x</jmeno></osoba></udalost>").is_err(),
+        "osoba without idOsoby"
+    );
+    let deep = format!(
+        "<udalost>{}{}</udalost>",
+        "<x>".repeat(10_000),
+        "</x>".repeat(10_000)
+    );
+    assert!(
+        parse_note(&deep).is_ok(),
+        "deep unknown nesting is skipped without recursion"
+    );
     assert!(parse_note("<udalost></udalost><udalost/>").is_err());
 }
 

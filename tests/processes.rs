@@ -12,7 +12,11 @@ use isir::lease::Lease;
 use rand::Rng;
 
 fn daemon(env: &[(String, String)], log: &Path) -> Child {
-    let out = std::fs::OpenOptions::new().create(true).append(true).open(log).unwrap();
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
     Command::new(env!("CARGO_BIN_EXE_isir"))
         .arg("run")
         .envs(env.iter().cloned())
@@ -24,7 +28,11 @@ fn daemon(env: &[(String, String)], log: &Path) -> Child {
 }
 
 fn signal(child: &Child, sig: &str) {
-    let ok = Command::new("kill").args([sig, &child.id().to_string()]).status().unwrap().success();
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
     assert!(ok, "kill {sig}");
 }
 
@@ -32,15 +40,27 @@ fn env_of(s: &isir::config::Settings) -> Vec<(String, String)> {
     let mut v = vec![
         ("ISIR_SOURCE__URL".to_string(), s.source.url.clone()),
         ("ISIR_DATABASE__URL".into(), s.database.url.clone()),
-        ("ISIR_POLL__PERIOD_SECS".into(), s.poll.period_secs.to_string()),
-        ("ISIR_POLL__MAX_BATCHES_PER_TICK".into(), s.poll.max_batches_per_tick.to_string()),
+        (
+            "ISIR_POLL__PERIOD_SECS".into(),
+            s.poll.period_secs.to_string(),
+        ),
+        (
+            "ISIR_POLL__MAX_BATCHES_PER_TICK".into(),
+            s.poll.max_batches_per_tick.to_string(),
+        ),
         ("ISIR_POLL__PAGE_SIZE".into(), s.poll.page_size.to_string()),
         ("ISIR_LEASE__TTL_SECS".into(), s.lease.ttl_secs.to_string()),
         ("ISIR_LEASE__KEY".into(), s.lease.key.clone()),
         ("ISIR_LEASE__EPOCH_KEY".into(), s.lease.epoch_key.clone()),
         ("ISIR_BUDGET__DAILY".into(), s.budget.daily.to_string()),
-        ("ISIR_BUDGET__PER_MINUTE".into(), s.budget.per_minute.to_string()),
-        ("ISIR_BUDGET__KEY_PREFIX".into(), s.budget.key_prefix.clone()),
+        (
+            "ISIR_BUDGET__PER_MINUTE".into(),
+            s.budget.per_minute.to_string(),
+        ),
+        (
+            "ISIR_BUDGET__KEY_PREFIX".into(),
+            s.budget.key_prefix.clone(),
+        ),
         ("ISIR_SOURCE__RETRY_BACKOFF_MS".into(), "50".into()),
         ("ISIR_API__BIND".into(), "127.0.0.1:0".into()),
     ];
@@ -52,7 +72,14 @@ fn env_of(s: &isir::config::Settings) -> Vec<(String, String)> {
 
 fn tail(log: &Path) -> String {
     let s = std::fs::read_to_string(log).unwrap_or_default();
-    s.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    s.lines()
+        .rev()
+        .take(30)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 async fn crash_backfill(b: Backend, kills: usize) {
@@ -88,24 +115,38 @@ async fn crash_backfill(b: Backend, kills: usize) {
         store.lease_force_release(&s.lease.key).await.unwrap();
     }
     let mid = store.count_actions().await.unwrap();
-    assert!(mid > 0 && mid < 60_000, "kills must land during the backfill (stored {mid})");
+    assert!(
+        mid > 0 && mid < 60_000,
+        "kills must land during the backfill (stored {mid})"
+    );
     // A last run to the end, with no batch limit to speak of.
     let mut last_env = env.clone();
     last_env.push(("ISIR_POLL__MAX_BATCHES_PER_TICK".into(), "1000".into()));
     let mut child = daemon(&last_env, &log);
     let deadline = Instant::now() + Duration::from_secs(120);
     while store.checkpoint().await.unwrap() != sim.head_id() {
-        assert!(Instant::now() < deadline, "backfill did not finish:\n{}", tail(&log));
+        assert!(
+            Instant::now() < deadline,
+            "backfill did not finish:\n{}",
+            tail(&log)
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     signal(&child, "-TERM");
     let status = child.wait().unwrap();
-    assert!(status.success(), "graceful stop: {status:?}\n{}", tail(&log));
+    assert!(
+        status.success(),
+        "graceful stop: {status:?}\n{}",
+        tail(&log)
+    );
     let got = common::all_actions(&store).await;
     assert_eq!(got.len(), 60_000, "no action lost, none duplicated");
     assert_eq!(got, sim.truth_all());
     assert!(tail(&log).contains("lease released"));
-    eprintln!("crash test on {b:?}: {kills} SIGKILLs, {} actions, {mid} stored before the last run", got.len());
+    eprintln!(
+        "crash test on {b:?}: {kills} SIGKILLs, {} actions, {mid} stored before the last run",
+        got.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,11 +179,19 @@ async fn three_daemons_one_writer() {
     s.lease.ttl_secs = 3;
     let env = env_of(&s);
     let dir = tempfile::tempdir().unwrap();
-    let logs: Vec<_> = (0..3).map(|i| dir.path().join(format!("d{i}.log"))).collect();
+    let logs: Vec<_> = (0..3)
+        .map(|i| dir.path().join(format!("d{i}.log")))
+        .collect();
     let mut kids: Vec<Child> = logs.iter().map(|l| daemon(&env, l)).collect();
     let store = common::store(&db).await;
     let conn = std::sync::Arc::new(isir::redis_conn::RedisConn::new(&redis.url()).unwrap());
-    let lease = Lease::redis(conn.clone(), &s.lease.key, &s.lease.epoch_key, store.clone(), Duration::from_secs(3));
+    let lease = Lease::redis(
+        conn.clone(),
+        &s.lease.key,
+        &s.lease.epoch_key,
+        store.clone(),
+        Duration::from_secs(3),
+    );
     let holder = || async {
         for _ in 0..100 {
             if let Ok(info) = lease.show().await {
@@ -154,12 +203,20 @@ async fn three_daemons_one_writer() {
         }
         panic!("nobody took the lease");
     };
-    let all_logs = |logs: &[std::path::PathBuf]| logs.iter().map(|l| tail(l)).collect::<Vec<_>>().join("\n---\n");
+    let all_logs = |logs: &[std::path::PathBuf]| {
+        logs.iter()
+            .map(|l| tail(l))
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
 
     // 1. Pause the holder past its TTL, let another take over, then continue it.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let h1 = holder().await;
-    let k1 = kids.iter().position(|k| k.id() == h1).expect("holder is one of ours");
+    let k1 = kids
+        .iter()
+        .position(|k| k.id() == h1)
+        .expect("holder is one of ours");
     signal(&kids[k1], "-STOP");
     tokio::time::sleep(Duration::from_secs(5)).await;
     let h2 = holder().await;
@@ -182,7 +239,11 @@ async fn three_daemons_one_writer() {
 
     let deadline = Instant::now() + Duration::from_secs(150);
     while store.checkpoint().await.unwrap() != sim.head_id() {
-        assert!(Instant::now() < deadline, "did not finish:\n{}", all_logs(&logs));
+        assert!(
+            Instant::now() < deadline,
+            "did not finish:\n{}",
+            all_logs(&logs)
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     for k in &kids {
@@ -191,16 +252,34 @@ async fn three_daemons_one_writer() {
     for k in &mut kids {
         k.wait().unwrap();
     }
-    assert_eq!(common::all_actions(&store).await, sim.truth_all(), "replica equals source");
+    assert_eq!(
+        common::all_actions(&store).await,
+        sim.truth_all(),
+        "replica equals source"
+    );
     let epochs = store.epochs().await.unwrap();
     assert!(epochs.len() >= 3, "several grants wrote: {epochs:?}");
     for w in epochs.windows(2) {
-        assert!(w[0].3 < w[1].2, "epoch {} wrote after epoch {} began: {epochs:?}", w[0].0, w[1].0);
+        assert!(
+            w[0].3 < w[1].2,
+            "epoch {} wrote after epoch {} began: {epochs:?}",
+            w[0].0,
+            w[1].0
+        );
     }
-    let fenced = logs.iter().map(|l| std::fs::read_to_string(l).unwrap_or_default()).any(|t| {
-        t.contains("lease_lost") || t.contains("renewal refused") || t.contains("lease_not_held")
-    });
-    assert!(fenced, "the continued ex-holder noticed it lost the lease:\n{}", all_logs(&logs));
+    let fenced = logs
+        .iter()
+        .map(|l| std::fs::read_to_string(l).unwrap_or_default())
+        .any(|t| {
+            t.contains("lease_lost")
+                || t.contains("renewal refused")
+                || t.contains("lease_not_held")
+        });
+    assert!(
+        fenced,
+        "the continued ex-holder noticed it lost the lease:\n{}",
+        all_logs(&logs)
+    );
 }
 
 /// `isir project catch-up` killed at random points, again and again: the projections end
@@ -219,7 +298,11 @@ async fn sigkill_during_projection_build() {
         let mut rng = rand::thread_rng();
         let mut killed_mid_way = 0;
         for _ in 0..12 {
-            let out = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+            let out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .unwrap();
             let mut child = Command::new(env!("CARGO_BIN_EXE_isir"))
                 .args(["project", "catch-up"])
                 .env("ISIR_DATABASE__URL", &db.url)
@@ -235,20 +318,31 @@ async fn sigkill_during_projection_build() {
                 child.wait().unwrap();
             }
         }
-        assert!(killed_mid_way > 3, "kills must land while building ({killed_mid_way})");
+        assert!(
+            killed_mid_way > 3,
+            "kills must land while building ({killed_mid_way})"
+        );
         for n in isir::projection::NAMES {
-            isir::projection::catch_up(&app.store, n, 5000).await.unwrap();
+            isir::projection::catch_up(&app.store, n, 5000)
+                .await
+                .unwrap();
         }
         let built = common::dump(&app.store).await;
         for n in isir::projection::NAMES {
-            isir::projection::rebuild(&app.store, n, 5000).await.unwrap();
+            isir::projection::rebuild(&app.store, n, 5000)
+                .await
+                .unwrap();
         }
         assert_eq!(built, common::dump(&app.store).await, "{b:?}");
         let cases = common::texts(&app.store, "SELECT case_number FROM cases", &[]).await;
-        let rep = isir::projection::verify::verify(&app.store, 0, Some(cases)).await.unwrap();
+        let rep = isir::projection::verify::verify(&app.store, 0, Some(cases))
+            .await
+            .unwrap();
         assert!(rep.clean(), "{:?}", rep.differences.first());
         let metas = isir::projection::metas(&app.store).await.unwrap();
         assert!(metas.iter().all(|m| m.cursor == sim.head_id().unwrap()));
-        eprintln!("projection crash test on {b:?}: 12 SIGKILLs ({killed_mid_way} mid-build), 20000 actions");
+        eprintln!(
+            "projection crash test on {b:?}: 12 SIGKILLs ({killed_mid_way} mid-build), 20000 actions"
+        );
     }
 }

@@ -8,12 +8,21 @@ use common::{count, dump, texts};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{Backend, BOTH};
+use common::{BOTH, Backend};
 use isir::projection::{self, cases::CaseDoc, fold::name_key, parties::PartyDoc, sql::Tx};
 use isir::source::model::{Note, Record};
 use isir::store::Store;
 
-async fn replica(b: Backend, n: usize, seed: u64) -> (isir::sim::Simulator, common::TestDb, isir::app::App, isir::sim::SimGuard) {
+async fn replica(
+    b: Backend,
+    n: usize,
+    seed: u64,
+) -> (
+    isir::sim::Simulator,
+    common::TestDb,
+    isir::app::App,
+    isir::sim::SimGuard,
+) {
     let (sim, url, g) = common::sim(n, 1000, seed).await;
     let db = common::fresh_db(b).await;
     let mut s = common::settings(&url, &db);
@@ -89,22 +98,42 @@ async fn projections_match_truth(b: Backend) {
     catch_up_all(store, 777).await;
     let recs = records(&sim);
     let exp = expectations(&recs);
-    let docs: Vec<CaseDoc> =
-        texts(store, "SELECT doc FROM cases", &[]).await.iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    let docs: Vec<CaseDoc> = texts(store, "SELECT doc FROM cases", &[])
+        .await
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
     assert_eq!(docs.len(), exp.len(), "one case per case number");
     let mut erased_cases = 0;
     for d in &docs {
         let e = &exp[&d.case_number];
         assert_eq!(d.state, e.state, "{}", d.case_number);
         assert_eq!(d.erased, e.erased, "{}", d.case_number);
-        assert_eq!(d.debtors.iter().map(|x| x.person_id.clone()).collect::<BTreeSet<_>>(), e.debtors, "{}", d.case_number);
-        assert_eq!(d.administrator.as_ref().map(|a| a.person_id.clone()), e.admin, "{}", d.case_number);
+        assert_eq!(
+            d.debtors
+                .iter()
+                .map(|x| x.person_id.clone())
+                .collect::<BTreeSet<_>>(),
+            e.debtors,
+            "{}",
+            d.case_number
+        );
+        assert_eq!(
+            d.administrator.as_ref().map(|a| a.person_id.clone()),
+            e.admin,
+            "{}",
+            d.case_number
+        );
         assert_eq!(d.first_action_id, e.ids[0]);
         assert_eq!(d.latest_action_id, *e.ids.last().unwrap());
         assert_eq!(d.documents, e.documents);
         assert!(d.court_short.is_some());
         if let Some(a) = &d.administrator {
-            assert!(a.appointed.is_some(), "the appointment date reaches the administrator: {}", d.case_number);
+            assert!(
+                a.appointed.is_some(),
+                "the appointment date reaches the administrator: {}",
+                d.case_number
+            );
         }
         erased_cases += d.erased as usize;
         let ids: Vec<i64> = texts(
@@ -120,16 +149,30 @@ async fn projections_match_truth(b: Backend) {
     }
     assert!(erased_cases > 0, "the simulator erased some cases");
     // Stats add up and match the states.
-    let stats = texts(store, "SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats", &[]).await;
+    let stats = texts(
+        store,
+        "SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats",
+        &[],
+    )
+    .await;
     let mut by_state: BTreeMap<String, i64> = BTreeMap::new();
     for d in &docs {
-        *by_state.entry(d.state.clone().unwrap_or("?".into())).or_default() += 1;
+        *by_state
+            .entry(d.state.clone().unwrap_or("?".into()))
+            .or_default() += 1;
     }
     for (s, n) in &by_state {
-        assert!(stats.contains(&format!("state|{s}|{n}")), "state {s}: {n} in {stats:?}");
+        assert!(
+            stats.contains(&format!("state|{s}|{n}")),
+            "state {s}: {n} in {stats:?}"
+        );
     }
     for dim in ["court", "month"] {
-        let sum: i64 = stats.iter().filter(|l| l.starts_with(&format!("{dim}|"))).map(|l| l.rsplit('|').next().unwrap().parse::<i64>().unwrap()).sum();
+        let sum: i64 = stats
+            .iter()
+            .filter(|l| l.starts_with(&format!("{dim}|")))
+            .map(|l| l.rsplit('|').next().unwrap().parse::<i64>().unwrap())
+            .sum();
         assert_eq!(sum as usize, docs.len(), "{dim}");
     }
     // Erased debtors' data appear in no projection table.
@@ -140,14 +183,25 @@ async fn projections_match_truth(b: Backend) {
         if p.role.as_deref() != Some("DLUŽNÍK") || !exp[&r.action.case_number].erased {
             continue;
         }
-        for needle in [p.birth_number.clone(), p.id.clone().into(), p.birth_date.clone()].into_iter().flatten() {
+        for needle in [
+            p.birth_number.clone(),
+            p.id.clone().into(),
+            p.birth_date.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        {
             let like = format!("%{needle}%");
             for sql in [
                 "SELECT COUNT(*) FROM parties WHERE doc LIKE $1",
                 "SELECT COUNT(*) FROM party_history WHERE person LIKE $1 OR person_id LIKE $1",
                 "SELECT COUNT(*) FROM cases WHERE doc LIKE $1",
             ] {
-                assert_eq!(count(store, sql, &like).await, 0, "{needle} of an erased debtor found by {sql}");
+                assert_eq!(
+                    count(store, sql, &like).await,
+                    0,
+                    "{needle} of an erased debtor found by {sql}"
+                );
             }
             checked += 1;
         }
@@ -157,34 +211,86 @@ async fn projections_match_truth(b: Backend) {
     let with_diacritics = docs
         .iter()
         .flat_map(|d| d.debtors.iter())
-        .find(|p| p.kind.as_deref() == Some("F") && p.name.as_ref().is_some_and(|n| name_key(n) != n.to_lowercase()))
+        .find(|p| {
+            p.kind.as_deref() == Some("F")
+                && p.name
+                    .as_ref()
+                    .is_some_and(|n| name_key(n) != n.to_lowercase())
+        })
         .expect("a debtor with diacritics");
     let surname = with_diacritics.name.clone().unwrap();
-    for q in [surname.to_uppercase(), name_key(&surname).to_uppercase(), surname.to_lowercase()] {
-        let hits = texts(store, "SELECT doc FROM parties WHERE name_key = $1", &[name_key(&q).into()]).await;
+    for q in [
+        surname.to_uppercase(),
+        name_key(&surname).to_uppercase(),
+        surname.to_lowercase(),
+    ] {
+        let hits = texts(
+            store,
+            "SELECT doc FROM parties WHERE name_key = $1",
+            &[name_key(&q).into()],
+        )
+        .await;
         assert!(
-            hits.iter().any(|h| serde_json::from_str::<PartyDoc>(h).unwrap().person_id == with_diacritics.person_id),
+            hits.iter()
+                .any(|h| serde_json::from_str::<PartyDoc>(h).unwrap().person_id
+                    == with_diacritics.person_id),
             "{q} finds {surname}"
         );
     }
-    let company = docs.iter().flat_map(|d| d.debtors.iter()).find(|p| p.ico.is_some()).unwrap();
+    let company = docs
+        .iter()
+        .flat_map(|d| d.debtors.iter())
+        .find(|p| p.ico.is_some())
+        .unwrap();
     let ico = company.ico.clone().unwrap();
     assert!(count(store, "SELECT COUNT(*) FROM parties WHERE ico = $1", &ico).await >= 1);
     let person: PartyDoc = serde_json::from_str(
-        &texts(store, "SELECT doc FROM parties WHERE rc IS NOT NULL AND role = 'DLUŽNÍK'", &[]).await[0],
+        &texts(
+            store,
+            "SELECT doc FROM parties WHERE rc IS NOT NULL AND role = 'DLUŽNÍK'",
+            &[],
+        )
+        .await[0],
     )
     .unwrap();
     let rc = person.birth_number.clone().unwrap();
     assert!(count(store, "SELECT COUNT(*) FROM parties WHERE rc = $1", &rc).await >= 1);
-    assert!(count(store, "SELECT COUNT(*) FROM parties WHERE rc = $1", &isir::projection::fold::rc_key(&rc.replace('/', ""))).await >= 1);
+    assert!(
+        count(
+            store,
+            "SELECT COUNT(*) FROM parties WHERE rc = $1",
+            &isir::projection::fold::rc_key(&rc.replace('/', ""))
+        )
+        .await
+            >= 1
+    );
     // Every case recomputes to the same documents.
     let all: Vec<String> = docs.iter().map(|d| d.case_number.clone()).collect();
-    let rep = projection::verify::verify(store, 0, Some(all)).await.unwrap();
-    assert!(rep.clean(), "{:?}", &rep.differences[..rep.differences.len().min(3)]);
+    let rep = projection::verify::verify(store, 0, Some(all))
+        .await
+        .unwrap();
+    assert!(
+        rep.clean(),
+        "{:?}",
+        &rep.differences[..rep.differences.len().min(3)]
+    );
     assert_eq!(rep.checked, docs.len());
     let metas = projection::metas(store).await.unwrap();
-    assert!(metas.iter().all(|m| m.cursor == sim.head_id().unwrap() && m.error.is_none()), "{metas:?}");
-    assert!(metas.iter().find(|m| m.name == "parties").unwrap().counts.erased > 0);
+    assert!(
+        metas
+            .iter()
+            .all(|m| m.cursor == sim.head_id().unwrap() && m.error.is_none()),
+        "{metas:?}"
+    );
+    assert!(
+        metas
+            .iter()
+            .find(|m| m.name == "parties")
+            .unwrap()
+            .counts
+            .erased
+            > 0
+    );
 }
 
 #[tokio::test]
@@ -227,8 +333,18 @@ async fn rebuild_equals_incremental() {
             assert_eq!(v, &rebuilt[k], "{k} on {b:?}");
         }
         // The old version is gone; a second rebuild works too.
-        assert_eq!(count(&app.store, "SELECT COUNT(*) FROM proj_meta WHERE name LIKE $1", "%#next").await, 0);
-        projection::rebuild(&app.store, "cases", 5000).await.unwrap();
+        assert_eq!(
+            count(
+                &app.store,
+                "SELECT COUNT(*) FROM proj_meta WHERE name LIKE $1",
+                "%#next"
+            )
+            .await,
+            0
+        );
+        projection::rebuild(&app.store, "cases", 5000)
+            .await
+            .unwrap();
         assert_eq!(dump(&app.store).await["cases"], incremental["cases"]);
     }
 }
@@ -255,9 +371,23 @@ async fn unknown_codes_and_unparsed_details_never_stop_a_builder() {
         let store = common::store(&db).await;
         let e = store.register_epoch(1).await.unwrap();
         let acts = [
-            action(10, "INS 1/2026", "9999", Some("<udalost><idOsobyPuvodce>KSBR_NEW</idOsobyPuvodce><vec><druhStavRizeni>NOVÝ STAV</druhStavRizeni></vec></udalost>")),
+            action(
+                10,
+                "INS 1/2026",
+                "9999",
+                Some(
+                    "<udalost><idOsobyPuvodce>KSBR_NEW</idOsobyPuvodce><vec><druhStavRizeni>NOVÝ STAV</druhStavRizeni></vec></udalost>",
+                ),
+            ),
             action(11, "INS 1/2026", "5", Some("<udalost><osoba>broken")),
-            action(12, "INS 1/2026", "1", Some("<udalost><idOsobyPuvodce>KSBR_NEW</idOsobyPuvodce><osoba><idOsoby>X 1</idOsoby><druhRoleVRizeni>NOVÁ ROLE</druhRoleVRizeni></osoba></udalost>")),
+            action(
+                12,
+                "INS 1/2026",
+                "1",
+                Some(
+                    "<udalost><idOsobyPuvodce>KSBR_NEW</idOsobyPuvodce><osoba><idOsoby>X 1</idOsoby><druhRoleVRizeni>NOVÁ ROLE</druhRoleVRizeni></osoba></udalost>",
+                ),
+            ),
             action(13, "INS 2/2026", "5", None),
         ];
         let refs: Vec<&isir::source::Action> = acts.iter().collect();
@@ -268,11 +398,28 @@ async fn unknown_codes_and_unparsed_details_never_stop_a_builder() {
         assert!(metas.iter().all(|m| m.cursor == 13 && m.error.is_none()));
         assert_eq!(m("timeline").counts.unknown_codes, 1);
         assert_eq!(m("cases").counts.unparsed, 1);
-        assert!(m("cases").counts.unknown_other >= 2, "unknown court, state and role: {:?}", m("cases").counts);
-        let doc: CaseDoc = serde_json::from_str(&texts(&store, "SELECT doc FROM cases WHERE case_number = 'INS 1/2026'", &[]).await[0]).unwrap();
+        assert!(
+            m("cases").counts.unknown_other >= 2,
+            "unknown court, state and role: {:?}",
+            m("cases").counts
+        );
+        let doc: CaseDoc = serde_json::from_str(
+            &texts(
+                &store,
+                "SELECT doc FROM cases WHERE case_number = 'INS 1/2026'",
+                &[],
+            )
+            .await[0],
+        )
+        .unwrap();
         assert_eq!(doc.state.as_deref(), Some("NOVÝ STAV"), "kept verbatim");
         assert_eq!(doc.court_code.as_deref(), Some("KSBR_NEW"));
-        let tl = texts(&store, "SELECT type_name FROM timeline WHERE action_id = 10", &[]).await;
+        let tl = texts(
+            &store,
+            "SELECT type_name FROM timeline WHERE action_id = 10",
+            &[],
+        )
+        .await;
         assert_eq!(tl, ["něco"], "an unknown code keeps the published name");
     }
 }
@@ -285,7 +432,11 @@ async fn a_failing_action_stops_the_builder_at_that_action() {
     let truth = sim.truth_all();
     // Damage the stored document of the case of the 1500th action.
     let victim = truth[1500].clone();
-    let first_of_victim = truth.iter().find(|a| a.case_number == victim.case_number).unwrap().id;
+    let first_of_victim = truth
+        .iter()
+        .find(|a| a.case_number == victim.case_number)
+        .unwrap()
+        .id;
     let mut tx = Tx::begin(store).await.unwrap();
     tx.exec(
         "INSERT INTO cases_v1 (case_number, opened, first_action_id, latest_action_id, latest_published, erased, doc) VALUES ($1, '', 0, 0, '', 0, 'not json')",
@@ -294,16 +445,31 @@ async fn a_failing_action_stops_the_builder_at_that_action() {
     .await
     .unwrap();
     tx.commit().await.unwrap();
-    let err = projection::catch_up(store, "cases", 1000).await.unwrap_err();
+    let err = projection::catch_up(store, "cases", 1000)
+        .await
+        .unwrap_err();
     match &err {
         projection::ProjectionError::Action { id, why } => {
             assert_eq!(*id, first_of_victim, "{why}");
         }
         other => panic!("{other:?}"),
     }
-    let m = projection::metas(store).await.unwrap().into_iter().find(|m| m.name == "cases").unwrap();
-    let before = truth.iter().take_while(|a| a.id < first_of_victim).last().unwrap().id;
-    assert_eq!(m.cursor, before, "stopped just before the failing action, everything before it applied");
+    let m = projection::metas(store)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|m| m.name == "cases")
+        .unwrap();
+    let before = truth
+        .iter()
+        .take_while(|a| a.id < first_of_victim)
+        .last()
+        .unwrap()
+        .id;
+    assert_eq!(
+        m.cursor, before,
+        "stopped just before the failing action, everything before it applied"
+    );
     assert!(m.error.unwrap().contains(&first_of_victim.to_string()));
 }
 
@@ -333,7 +499,12 @@ async fn erasure_can_redact_the_replica() {
             continue;
         }
         let rc = p.birth_number.clone().unwrap_or_else(|| p.id.clone());
-        let n = count(&app.store, "SELECT COUNT(*) FROM actions WHERE note LIKE $1", &format!("%{rc}%")).await;
+        let n = count(
+            &app.store,
+            "SELECT COUNT(*) FROM actions WHERE note LIKE $1",
+            &format!("%{rc}%"),
+        )
+        .await;
         if erased {
             assert_eq!(n, 0, "{rc} of an erased debtor left in the replica");
             needles += 1;
@@ -384,7 +555,10 @@ async fn the_daemon_builds_projections_in_the_project_phase() {
         if ms.len() == 3 && ms.iter().all(|m| m.cursor == head) {
             break;
         }
-        assert!(std::time::Instant::now() < deadline + std::time::Duration::from_secs(30), "{ms:?}");
+        assert!(
+            std::time::Instant::now() < deadline + std::time::Duration::from_secs(30),
+            "{ms:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     tx.send(true).unwrap();

@@ -71,5 +71,6 @@ proptest! {
 
 /// Text the register may carry: Czech letters, spaces, markup characters, `#` stand-ins.
 fn text() -> impl Strategy<Value = String> {
-    proptest::string::string_regex("[a-zA-Z0-9 ÁČĎÉĚÍŇÓŘŠŤÚŮÝŽáčďéěíňóřšťúůýž<>&\"'#./:§-]{0,24}").unwrap()
+    proptest::string::string_regex("[a-zA-Z0-9 ÁČĎÉĚÍŇÓŘŠŤÚŮÝŽáčďéěíňóřšťúůýž<>&\"'#./:§-]{0,24}")
+        .unwrap()
 }

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::num::NonZeroU32;
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
@@ -64,7 +64,12 @@ pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) 
                 caller.pii = k.scopes.iter().any(|s| s == "pii");
             }
             None => {
-                return Problem::new(StatusCode::UNAUTHORIZED, "unknown-key", "the API key is not known").into_response();
+                return Problem::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unknown-key",
+                    "the API key is not known",
+                )
+                .into_response();
             }
         }
     }
@@ -85,7 +90,10 @@ pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) 
             format!("too many requests; retry in {secs} s"),
         )
         .into_response();
-        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_str(&secs.max(1).to_string()).expect("number"));
+        r.headers_mut().insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_str(&secs.max(1).to_string()).expect("number"),
+        );
         return r;
     }
     req.extensions_mut().insert(caller);

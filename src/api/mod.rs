@@ -34,7 +34,14 @@ pub struct ApiOptions {
 
 impl Default for ApiOptions {
     fn default() -> Self {
-        Self { max_limit: 1000, default_limit: 50, max_lag_ids: 10_000, rate_per_second: 20, burst: 100, keys: Vec::new() }
+        Self {
+            max_limit: 1000,
+            default_limit: 50,
+            max_lag_ids: 10_000,
+            rate_per_second: 20,
+            burst: 100,
+            keys: Vec::new(),
+        }
     }
 }
 
@@ -49,7 +56,11 @@ impl ApiState {
     pub fn new(store: Store, opts: ApiOptions) -> Self {
         crate::telemetry::init();
         let limiter = Arc::new(guard::limiter(opts.rate_per_second, opts.burst));
-        ApiState { store, opts: Arc::new(opts), limiter }
+        ApiState {
+            store,
+            opts: Arc::new(opts),
+            limiter,
+        }
     }
 }
 
@@ -60,7 +71,10 @@ pub fn router(state: ApiState) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(state, guard::guard))
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(16 * 1024))
-        .layer(tower_http::timeout::TimeoutLayer::with_status_code(axum::http::StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
 }
 
 /// Serves the API on `listener` until `shutdown` completes.
@@ -70,9 +84,12 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "API listening");
-    axum::serve(listener, router(state).into_make_service_with_connect_info::<std::net::SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 /// A request timeout for every route.

@@ -1,7 +1,7 @@
 //! Problem details (RFC 9457): every error of the API as `application/problem+json`,
 //! with a message that says what was wrong. Bad input is a 400, never a 500.
 
-use axum::http::{header, StatusCode};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
@@ -34,14 +34,23 @@ impl Problem {
     }
     pub fn internal(e: impl std::fmt::Display) -> Self {
         tracing::error!(error = %e, "API request failed");
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", "the projection could not be read; try again")
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the projection could not be read; try again",
+        )
     }
 }
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, [(header::CONTENT_TYPE, "application/problem+json")], axum::Json(self)).into_response()
+        (
+            status,
+            [(header::CONTENT_TYPE, "application/problem+json")],
+            axum::Json(self),
+        )
+            .into_response()
     }
 }
 

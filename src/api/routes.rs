@@ -6,13 +6,13 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use base64::Engine;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 use super::{ApiState, Problem};
 use crate::phase::Phase;
@@ -47,20 +47,63 @@ pub struct Watermark {
 }
 
 async fn watermark(tx: &mut Tx) -> Result<Watermark, Problem> {
-    let phase = tx.texts("SELECT value FROM settings WHERE key = 'phase'", &[]).await?.pop().unwrap_or_else(|| "off".into());
-    let cursor = tx.int("SELECT MIN(cursor) FROM proj_meta WHERE name NOT LIKE '%#next'", &[]).await?.unwrap_or(-1);
-    let updated = tx.int("SELECT MIN(updated_at) FROM proj_meta WHERE name NOT LIKE '%#next'", &[]).await?.unwrap_or(0);
-    let checkpoint = tx.int("SELECT checkpoint FROM writer_state WHERE singleton = 1", &[]).await?.unwrap_or(-1);
-    let published = tx.texts("SELECT published FROM timeline WHERE action_id = $1", &[cursor.into()]).await.ok().and_then(|mut v| v.pop());
+    let phase = tx
+        .texts("SELECT value FROM settings WHERE key = 'phase'", &[])
+        .await?
+        .pop()
+        .unwrap_or_else(|| "off".into());
+    let cursor = tx
+        .int(
+            "SELECT MIN(cursor) FROM proj_meta WHERE name NOT LIKE '%#next'",
+            &[],
+        )
+        .await?
+        .unwrap_or(-1);
+    let updated = tx
+        .int(
+            "SELECT MIN(updated_at) FROM proj_meta WHERE name NOT LIKE '%#next'",
+            &[],
+        )
+        .await?
+        .unwrap_or(0);
+    let checkpoint = tx
+        .int(
+            "SELECT checkpoint FROM writer_state WHERE singleton = 1",
+            &[],
+        )
+        .await?
+        .unwrap_or(-1);
+    let published = tx
+        .texts(
+            "SELECT published FROM timeline WHERE action_id = $1",
+            &[cursor.into()],
+        )
+        .await
+        .ok()
+        .and_then(|mut v| v.pop());
     let lag_ids = (checkpoint - cursor).max(0);
-    let lag_seconds = if lag_ids == 0 { 0 } else { ((crate::store::now_ms() - updated) / 1000).max(0) };
-    Ok(Watermark { action_id: cursor, published, lag_ids, lag_seconds, phase })
+    let lag_seconds = if lag_ids == 0 {
+        0
+    } else {
+        ((crate::store::now_ms() - updated) / 1000).max(0)
+    };
+    Ok(Watermark {
+        action_id: cursor,
+        published,
+        lag_ids,
+        lag_seconds,
+        phase,
+    })
 }
 
 /// Opens a read snapshot, checks the phase and reads the watermark.
 async fn open(state: &ApiState) -> Result<(Tx, Watermark), Problem> {
     let mut tx = Tx::begin_read(&state.store).await?;
-    let has_meta = tx.int("SELECT COUNT(*) FROM proj_meta", &[]).await?.unwrap_or(0) >= 3;
+    let has_meta = tx
+        .int("SELECT COUNT(*) FROM proj_meta", &[])
+        .await?
+        .unwrap_or(0)
+        >= 3;
     let wm = watermark(&mut tx).await?;
     if Phase::parse(&wm.phase).is_none_or(|p| p < Phase::Serve) || !has_meta {
         return Err(Problem::unavailable(format!(
@@ -77,15 +120,22 @@ fn respond(wm: &Watermark, req: &HeaderMap, mut body: Value) -> Response {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
     let etag = format!("\"{:016x}\"", h.finish());
-    let mut resp = if req.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        ([(header::CONTENT_TYPE, "application/json")], text).into_response()
-    };
+    let mut resp =
+        if req.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
+            StatusCode::NOT_MODIFIED.into_response()
+        } else {
+            ([(header::CONTENT_TYPE, "application/json")], text).into_response()
+        };
     let hs = resp.headers_mut();
     hs.insert(header::ETAG, HeaderValue::from_str(&etag).expect("etag"));
-    hs.insert("ISIR-Watermark", HeaderValue::from_str(&wm.action_id.to_string()).expect("number"));
-    hs.insert("ISIR-Lag-Seconds", HeaderValue::from_str(&wm.lag_seconds.to_string()).expect("number"));
+    hs.insert(
+        "ISIR-Watermark",
+        HeaderValue::from_str(&wm.action_id.to_string()).expect("number"),
+    );
+    hs.insert(
+        "ISIR-Lag-Seconds",
+        HeaderValue::from_str(&wm.lag_seconds.to_string()).expect("number"),
+    );
     resp
 }
 
@@ -102,9 +152,14 @@ fn format_of(q: &HashMap<String, String>, req: &HeaderMap) -> Result<Format, Pro
         Some("json") => Ok(Format::Json),
         Some("csv") => Ok(Format::Csv),
         Some("ndjson") => Ok(Format::Ndjson),
-        Some(other) => Err(Problem::bad(format!("format {other:?}: one of json, csv, ndjson"))),
+        Some(other) => Err(Problem::bad(format!(
+            "format {other:?}: one of json, csv, ndjson"
+        ))),
         None => {
-            let accept = req.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let accept = req
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
             Ok(if accept.contains("text/csv") {
                 Format::Csv
             } else if accept.contains("application/x-ndjson") {
@@ -156,36 +211,92 @@ fn respond_list(
             for i in &items {
                 let _ = w.write_record(columns.iter().map(|c| cell(i, c)));
             }
-            ("text/csv; charset=utf-8", String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default())
+            (
+                "text/csv; charset=utf-8",
+                String::from_utf8(w.into_inner().unwrap_or_default()).unwrap_or_default(),
+            )
         }
     };
     let mut resp = ([(header::CONTENT_TYPE, ctype)], body).into_response();
     let hs = resp.headers_mut();
-    if let Some(n) = next.and_then(|n| HeaderValue::from_str(&format!("<{n}>; rel=\"next\"")).ok()) {
+    if let Some(n) = next.and_then(|n| HeaderValue::from_str(&format!("<{n}>; rel=\"next\"")).ok())
+    {
         hs.insert(header::LINK, n);
     }
-    hs.insert("ISIR-Watermark", HeaderValue::from_str(&wm.action_id.to_string()).expect("number"));
-    hs.insert("ISIR-Lag-Seconds", HeaderValue::from_str(&wm.lag_seconds.to_string()).expect("number"));
+    hs.insert(
+        "ISIR-Watermark",
+        HeaderValue::from_str(&wm.action_id.to_string()).expect("number"),
+    );
+    hs.insert(
+        "ISIR-Lag-Seconds",
+        HeaderValue::from_str(&wm.lag_seconds.to_string()).expect("number"),
+    );
     resp
 }
 
 pub const CASE_COLUMNS: &[&str] = &[
-    "case_number", "court_short", "court_name", "state", "opened", "first_action_id", "latest_action_id",
-    "latest_published", "claims_deadline", "ended", "debtor_kind", "administrator.name", "administrator.first_name",
-    "administrator.ico", "documents", "claims", "erased", "erased_at",
+    "case_number",
+    "court_short",
+    "court_name",
+    "state",
+    "opened",
+    "first_action_id",
+    "latest_action_id",
+    "latest_published",
+    "claims_deadline",
+    "ended",
+    "debtor_kind",
+    "administrator.name",
+    "administrator.first_name",
+    "administrator.ico",
+    "documents",
+    "claims",
+    "erased",
+    "erased_at",
 ];
 pub const EVENT_COLUMNS: &[&str] = &[
-    "action_id", "case_number", "court", "type_code", "type_name", "section", "number_in_section", "document_url",
-    "published", "created", "slot_action_id", "secondary_action", "secondary_document", "legal_force_date",
-    "corrected_published", "annulled",
+    "action_id",
+    "case_number",
+    "court",
+    "type_code",
+    "type_name",
+    "section",
+    "number_in_section",
+    "document_url",
+    "published",
+    "created",
+    "slot_action_id",
+    "secondary_action",
+    "secondary_document",
+    "legal_force_date",
+    "corrected_published",
+    "annulled",
 ];
 pub const SUBJECT_COLUMNS: &[&str] = &[
-    "case_number", "court", "person_id", "role", "kind", "name", "first_name", "title_before", "title_after",
-    "legal_form", "ico", "dic", "birth_number", "birth_date", "left_case", "latest_action_id",
+    "case_number",
+    "court",
+    "person_id",
+    "role",
+    "kind",
+    "name",
+    "first_name",
+    "title_before",
+    "title_after",
+    "legal_form",
+    "ico",
+    "dic",
+    "birth_number",
+    "birth_date",
+    "left_case",
+    "latest_action_id",
 ];
 
 async fn metrics_text() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], crate::telemetry::handle().render()).into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::telemetry::handle().render(),
+    )
+        .into_response()
 }
 
 async fn healthz() -> Json<Value> {
@@ -214,11 +325,17 @@ async fn readyz(State(state): State<ApiState>) -> Response {
 }
 
 fn case_number(year: &str, number: &str) -> Result<String, Problem> {
-    let y: i64 = year.parse().map_err(|_| Problem::bad(format!("year {year:?} is not a number")))?;
+    let y: i64 = year
+        .parse()
+        .map_err(|_| Problem::bad(format!("year {year:?} is not a number")))?;
     if !(2008..=2100).contains(&y) {
-        return Err(Problem::bad(format!("year {y} is outside 2008-2100 (the register starts in 2008)")));
+        return Err(Problem::bad(format!(
+            "year {y} is outside 2008-2100 (the register starts in 2008)"
+        )));
     }
-    let n: i64 = number.parse().map_err(|_| Problem::bad(format!("case number {number:?} is not a number")))?;
+    let n: i64 = number
+        .parse()
+        .map_err(|_| Problem::bad(format!("case number {number:?} is not a number")))?;
     if n < 1 {
         return Err(Problem::bad(format!("case number {n} must be positive")));
     }
@@ -227,7 +344,10 @@ fn case_number(year: &str, number: &str) -> Result<String, Problem> {
 
 fn only(q: &HashMap<String, String>, allowed: &[&str]) -> Result<(), Problem> {
     match q.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(Problem::bad(format!("unknown parameter {k:?}; this endpoint takes {}", allowed.join(", ")))),
+        Some(k) => Err(Problem::bad(format!(
+            "unknown parameter {k:?}; this endpoint takes {}",
+            allowed.join(", ")
+        ))),
         None => Ok(()),
     }
 }
@@ -236,9 +356,14 @@ fn limit(state: &ApiState, q: &HashMap<String, String>) -> Result<i64, Problem> 
     match q.get("limit") {
         None => Ok(state.opts.default_limit),
         Some(l) => {
-            let n: i64 = l.parse().map_err(|_| Problem::bad(format!("limit {l:?} is not a number")))?;
+            let n: i64 = l
+                .parse()
+                .map_err(|_| Problem::bad(format!("limit {l:?} is not a number")))?;
             if n < 1 || n > state.opts.max_limit {
-                return Err(Problem::bad(format!("limit {n} is outside 1-{}", state.opts.max_limit)));
+                return Err(Problem::bad(format!(
+                    "limit {n} is outside 1-{}",
+                    state.opts.max_limit
+                )));
             }
             Ok(n)
         }
@@ -248,19 +373,30 @@ fn limit(state: &ApiState, q: &HashMap<String, String>) -> Result<i64, Problem> 
 /// Parses the rows of a list query (which asked for `limit + 1`), and tells whether
 /// there is a next page.
 fn page(rows: &[String], limit: i64) -> Result<(Vec<Value>, bool), Problem> {
-    let mut items: Vec<Value> = rows.iter().map(|r| serde_json::from_str(r)).collect::<Result<_, _>>().map_err(Problem::internal)?;
+    let mut items: Vec<Value> = rows
+        .iter()
+        .map(|r| serde_json::from_str(r))
+        .collect::<Result<_, _>>()
+        .map_err(Problem::internal)?;
     let more = items.len() as i64 > limit;
     items.truncate(limit as usize);
     Ok((items, more))
 }
 
 fn encode_cursor(parts: &[String]) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(serde_json::to_vec(parts).unwrap_or_default())
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(parts).unwrap_or_default())
 }
 
 fn decode_cursor(c: &str, n: usize) -> Result<Vec<String>, Problem> {
-    let bad = || Problem::bad(format!("cursor {c:?} is malformed; use the `next` link of the previous page"));
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c).map_err(|_| bad())?;
+    let bad = || {
+        Problem::bad(format!(
+            "cursor {c:?} is malformed; use the `next` link of the previous page"
+        ))
+    };
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(c)
+        .map_err(|_| bad())?;
     let v: Vec<String> = serde_json::from_slice(&bytes).map_err(|_| bad())?;
     if v.len() != n {
         return Err(bad());
@@ -277,21 +413,50 @@ async fn case(
     only(&q, &[])?;
     let cn = case_number(&year, &number)?;
     let (mut tx, wm) = open(&state).await?;
-    let doc = tx.texts("SELECT doc FROM cases WHERE case_number = $1", &[cn.as_str().into()]).await?.pop();
+    let doc = tx
+        .texts(
+            "SELECT doc FROM cases WHERE case_number = $1",
+            &[cn.as_str().into()],
+        )
+        .await?
+        .pop();
     tx.commit().await?;
     let Some(doc) = doc else {
-        return Err(Problem::not_found(format!("no case {cn} in the replica (as of action {})", wm.action_id)));
+        return Err(Problem::not_found(format!(
+            "no case {cn} in the replica (as of action {})",
+            wm.action_id
+        )));
     };
     let case: Value = serde_json::from_str(&doc).map_err(Problem::internal)?;
     Ok(respond(&wm, &headers, json!({ "case": case })))
 }
 
 fn event_json_sql(pg: bool) -> String {
-    let b = |c: &str| if pg { c.to_string() } else { format!("json(CASE WHEN {c} THEN 'true' ELSE 'false' END)") };
-    let f = if pg { "json_build_object" } else { "json_object" };
+    let b = |c: &str| {
+        if pg {
+            c.to_string()
+        } else {
+            format!("json(CASE WHEN {c} THEN 'true' ELSE 'false' END)")
+        }
+    };
+    let f = if pg {
+        "json_build_object"
+    } else {
+        "json_object"
+    };
     let cols = [
-        "action_id", "case_number", "court", "type_code", "type_name", "source_type_name", "section", "number_in_section",
-        "document_url", "published", "created", "slot_action_id",
+        "action_id",
+        "case_number",
+        "court",
+        "type_code",
+        "type_name",
+        "source_type_name",
+        "section",
+        "number_in_section",
+        "document_url",
+        "published",
+        "created",
+        "slot_action_id",
     ];
     let mut parts: Vec<String> = cols.iter().map(|c| format!("'{c}', {c}")).collect();
     parts.push(format!("'secondary_action', {}", b("secondary_action")));
@@ -314,27 +479,61 @@ async fn case_events(
     let cn = case_number(&year, &number)?;
     let limit = limit(&state, &q)?;
     let after: i64 = match q.get("cursor") {
-        Some(c) => decode_cursor(c, 1)?[0].parse().map_err(|_| Problem::bad("cursor is malformed"))?,
+        Some(c) => decode_cursor(c, 1)?[0]
+            .parse()
+            .map_err(|_| Problem::bad("cursor is malformed"))?,
         None => i64::MIN,
     };
     let (mut tx, wm) = open(&state).await?;
-    let exists = tx.int("SELECT COUNT(*) FROM cases WHERE case_number = $1", &[cn.as_str().into()]).await?.unwrap_or(0) > 0;
+    let exists = tx
+        .int(
+            "SELECT COUNT(*) FROM cases WHERE case_number = $1",
+            &[cn.as_str().into()],
+        )
+        .await?
+        .unwrap_or(0)
+        > 0;
     if !exists {
-        return Err(Problem::not_found(format!("no case {cn} in the replica (as of action {})", wm.action_id)));
+        return Err(Problem::not_found(format!(
+            "no case {cn} in the replica (as of action {})",
+            wm.action_id
+        )));
     }
     let sql = format!(
         "SELECT {} FROM timeline WHERE case_number = $1 AND action_id > $2 ORDER BY action_id LIMIT $3",
         event_json_sql(tx.is_postgres())
     );
-    let rows = tx.texts(&sql, &[cn.as_str().into(), after.into(), Val::from(limit + 1)]).await?;
+    let rows = tx
+        .texts(
+            &sql,
+            &[cn.as_str().into(), after.into(), Val::from(limit + 1)],
+        )
+        .await?;
     tx.commit().await?;
     let (events, more) = page(&rows, limit)?;
     let next = more.then(|| {
-        let last = events.last().and_then(|e| e["action_id"].as_i64()).unwrap_or_default();
-        let f = q.get("format").map(|f| format!("&format={f}")).unwrap_or_default();
-        format!("/v1/cases/{year}/{number}/events?limit={limit}&cursor={}{f}", encode_cursor(&[last.to_string()]))
+        let last = events
+            .last()
+            .and_then(|e| e["action_id"].as_i64())
+            .unwrap_or_default();
+        let f = q
+            .get("format")
+            .map(|f| format!("&format={f}"))
+            .unwrap_or_default();
+        format!(
+            "/v1/cases/{year}/{number}/events?limit={limit}&cursor={}{f}",
+            encode_cursor(&[last.to_string()])
+        )
     });
-    Ok(respond_list(&wm, &headers, format, "events", events, next, EVENT_COLUMNS))
+    Ok(respond_list(
+        &wm,
+        &headers,
+        format,
+        "events",
+        events,
+        next,
+        EVENT_COLUMNS,
+    ))
 }
 
 /// Birth numbers and birth dates are masked for callers without the `pii` scope.
@@ -357,7 +556,10 @@ async fn subjects(
     only(&q, &["ico", "rc", "name", "limit", "cursor", "format"])?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
-    let given: Vec<&str> = ["ico", "rc", "name"].into_iter().filter(|k| q.contains_key(*k)).collect();
+    let given: Vec<&str> = ["ico", "rc", "name"]
+        .into_iter()
+        .filter(|k| q.contains_key(*k))
+        .collect();
     if given.len() != 1 {
         return Err(Problem::bad("give exactly one of ico, rc or name"));
     }
@@ -365,15 +567,22 @@ async fn subjects(
         "ico" => {
             let v = &q["ico"];
             if !(v.len() >= 6 && v.len() <= 12 && v.chars().all(|c| c.is_ascii_digit())) {
-                return Err(Problem::bad(format!("ico {v:?} is not an IČO (6 to 12 digits)")));
+                return Err(Problem::bad(format!(
+                    "ico {v:?} is not an IČO (6 to 12 digits)"
+                )));
             }
             ("ico", ico_key(v))
         }
         "rc" => {
             let v = &q["rc"];
             let digits: String = v.chars().filter(|c| *c != '/').collect();
-            if !(digits.len() == 9 || digits.len() == 10) || !digits.chars().all(|c| c.is_ascii_digit()) || v.matches('/').count() > 1 {
-                return Err(Problem::bad(format!("rc {v:?} is not a birth number (NNNNNN/NNNN or NNNNNN/NNN)")));
+            if !(digits.len() == 9 || digits.len() == 10)
+                || !digits.chars().all(|c| c.is_ascii_digit())
+                || v.matches('/').count() > 1
+            {
+                return Err(Problem::bad(format!(
+                    "rc {v:?} is not a birth number (NNNNNN/NNNN or NNNNNN/NNN)"
+                )));
             }
             ("rc", rc_key(v))
         }
@@ -395,25 +604,53 @@ async fn subjects(
         "SELECT doc FROM parties WHERE {col} = $1 AND (case_number, court, person_id) > ($2, $3, $4) \
          ORDER BY case_number, court, person_id LIMIT $5"
     );
-    let binds = [key.as_str().into(), after[0].as_str().into(), after[1].as_str().into(), after[2].as_str().into(), Val::from(limit + 1)];
+    let binds = [
+        key.as_str().into(),
+        after[0].as_str().into(),
+        after[1].as_str().into(),
+        after[2].as_str().into(),
+        Val::from(limit + 1),
+    ];
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
     let (persons, more) = page(&rows, limit)?;
     let next = more.then(|| {
         let l = persons.last().cloned().unwrap_or_default();
-        let parts = ["case_number", "court", "person_id"].map(|k| l[k].as_str().unwrap_or_default().to_string());
+        let parts = ["case_number", "court", "person_id"]
+            .map(|k| l[k].as_str().unwrap_or_default().to_string());
         let qk = given[0];
-        let f = q.get("format").map(|f| format!("&format={f}")).unwrap_or_default();
-        format!("/v1/subjects?{qk}={}&limit={limit}&cursor={}{f}", url_escape(&q[qk]), encode_cursor(&parts))
+        let f = q
+            .get("format")
+            .map(|f| format!("&format={f}"))
+            .unwrap_or_default();
+        format!(
+            "/v1/subjects?{qk}={}&limit={limit}&cursor={}{f}",
+            url_escape(&q[qk]),
+            encode_cursor(&parts)
+        )
     });
-    let persons: Vec<Value> = if pii { persons } else { persons.into_iter().map(mask).collect() };
-    Ok(respond_list(&wm, &headers, format, "subjects", persons, next, SUBJECT_COLUMNS))
+    let persons: Vec<Value> = if pii {
+        persons
+    } else {
+        persons.into_iter().map(mask).collect()
+    };
+    Ok(respond_list(
+        &wm,
+        &headers,
+        format,
+        "subjects",
+        persons,
+        next,
+        SUBJECT_COLUMNS,
+    ))
 }
 
 fn url_escape(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
@@ -428,7 +665,9 @@ fn date_param(q: &HashMap<String, String>, k: &str) -> Result<Option<String>, Pr
     }
 }
 
-fn court_param(q: &HashMap<String, String>) -> Result<Option<&'static crate::codes::Court>, Problem> {
+fn court_param(
+    q: &HashMap<String, String>,
+) -> Result<Option<&'static crate::codes::Court>, Problem> {
     match q.get("court") {
         None => Ok(None),
         Some(c) => crate::codes::COURTS
@@ -451,15 +690,28 @@ async fn case_list(
     only(
         &q,
         &[
-            "court", "state", "opened_from", "opened_to", "updated_since", "debtor_ico", "debtor_rc", "debtor_name",
-            "debtor_kind", "sort", "limit", "cursor", "format",
+            "court",
+            "state",
+            "opened_from",
+            "opened_to",
+            "updated_since",
+            "debtor_ico",
+            "debtor_rc",
+            "debtor_name",
+            "debtor_kind",
+            "sort",
+            "limit",
+            "cursor",
+            "format",
         ],
     )?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let sort = q.get("sort").map(String::as_str).unwrap_or("opened");
     if sort != "opened" && sort != "latest" {
-        return Err(Problem::bad(format!("sort {sort:?}: one of opened, latest")));
+        return Err(Problem::bad(format!(
+            "sort {sort:?}: one of opened, latest"
+        )));
     }
     let mut conds: Vec<String> = Vec::new();
     let mut binds: Vec<Val> = Vec::new();
@@ -485,17 +737,26 @@ async fn case_list(
     if let Some(k) = q.get("debtor_kind") {
         add("debtor_kind = ?", k.as_str().into(), &mut binds);
     }
-    let sub = |col: &str| format!("case_number IN (SELECT case_number FROM parties WHERE role = 'DLUŽNÍK' AND {col} = ?)");
+    let sub = |col: &str| {
+        format!(
+            "case_number IN (SELECT case_number FROM parties WHERE role = 'DLUŽNÍK' AND {col} = ?)"
+        )
+    };
     if let Some(v) = q.get("debtor_ico") {
         if !(v.len() >= 6 && v.len() <= 12 && v.chars().all(|c| c.is_ascii_digit())) {
-            return Err(Problem::bad(format!("debtor_ico {v:?} is not an IČO (6 to 12 digits)")));
+            return Err(Problem::bad(format!(
+                "debtor_ico {v:?} is not an IČO (6 to 12 digits)"
+            )));
         }
         add(&sub("ico"), ico_key(v).into(), &mut binds);
     }
     if let Some(v) = q.get("debtor_rc") {
         let digits: String = v.chars().filter(|c| *c != '/').collect();
-        if !(digits.len() == 9 || digits.len() == 10) || !digits.chars().all(|c| c.is_ascii_digit()) {
-            return Err(Problem::bad(format!("debtor_rc {v:?} is not a birth number (NNNNNN/NNNN or NNNNNN/NNN)")));
+        if !(digits.len() == 9 || digits.len() == 10) || !digits.chars().all(|c| c.is_ascii_digit())
+        {
+            return Err(Problem::bad(format!(
+                "debtor_rc {v:?} is not a birth number (NNNNNN/NNNN or NNNNNN/NNN)"
+            )));
         }
         add(&sub("rc"), rc_key(v).into(), &mut binds);
     }
@@ -509,16 +770,26 @@ async fn case_list(
     let (order, key_cols) = if sort == "opened" {
         ("opened, case_number", ["opened", "case_number"])
     } else {
-        ("latest_action_id DESC, case_number", ["latest_action_id", "case_number"])
+        (
+            "latest_action_id DESC, case_number",
+            ["latest_action_id", "case_number"],
+        )
     };
     if let Some(c) = q.get("cursor") {
         let v = decode_cursor(c, 2)?;
         if sort == "opened" {
             binds.push(v[0].as_str().into());
             binds.push(v[1].as_str().into());
-            conds.push(format!("(opened > ${} OR (opened = ${} AND case_number > ${}))", binds.len() - 1, binds.len() - 1, binds.len()));
+            conds.push(format!(
+                "(opened > ${} OR (opened = ${} AND case_number > ${}))",
+                binds.len() - 1,
+                binds.len() - 1,
+                binds.len()
+            ));
         } else {
-            let id: i64 = v[0].parse().map_err(|_| Problem::bad("cursor is malformed; use the `next` link"))?;
+            let id: i64 = v[0]
+                .parse()
+                .map_err(|_| Problem::bad("cursor is malformed; use the `next` link"))?;
             binds.push(id.into());
             binds.push(v[1].as_str().into());
             conds.push(format!(
@@ -532,7 +803,11 @@ async fn case_list(
     binds.push((limit + 1).into());
     let sql = format!(
         "SELECT doc FROM cases {} ORDER BY {order} LIMIT ${}",
-        if conds.is_empty() { String::new() } else { format!("WHERE {}", conds.join(" AND ")) },
+        if conds.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conds.join(" AND "))
+        },
         binds.len()
     );
     let (mut tx, wm) = open(&state).await?;
@@ -541,7 +816,11 @@ async fn case_list(
     let (docs, more) = page(&rows, limit)?;
     let next = more.then(|| {
         let l = docs.last().cloned().unwrap_or_default();
-        let k0 = match &l[if key_cols[0] == "opened" { "opened" } else { "latest_action_id" }] {
+        let k0 = match &l[if key_cols[0] == "opened" {
+            "opened"
+        } else {
+            "latest_action_id"
+        }] {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
@@ -552,10 +831,24 @@ async fn case_list(
             .collect();
         qs.sort();
         qs.push(format!("limit={limit}"));
-        qs.push(format!("cursor={}", encode_cursor(&[k0, l["case_number"].as_str().unwrap_or_default().to_string()])));
+        qs.push(format!(
+            "cursor={}",
+            encode_cursor(&[
+                k0,
+                l["case_number"].as_str().unwrap_or_default().to_string()
+            ])
+        ));
         format!("/v1/cases?{}", qs.join("&"))
     });
-    Ok(respond_list(&wm, &headers, format, "cases", docs, next, CASE_COLUMNS))
+    Ok(respond_list(
+        &wm,
+        &headers,
+        format,
+        "cases",
+        docs,
+        next,
+        CASE_COLUMNS,
+    ))
 }
 
 /// `GET /v1/events?after=ID`: the change feed in action-ID order.
@@ -569,13 +862,17 @@ async fn events(
     let limit = limit(&state, &q)?;
     let after: i64 = match q.get("after") {
         None => -1,
-        Some(a) => a.parse().map_err(|_| Problem::bad(format!("after {a:?} is not an action ID")))?,
+        Some(a) => a
+            .parse()
+            .map_err(|_| Problem::bad(format!("after {a:?} is not an action ID")))?,
     };
     let mut conds = vec!["action_id > $1".to_string()];
     let mut binds: Vec<Val> = vec![after.into()];
     if let Some(t) = q.get("type") {
         if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit()) {
-            return Err(Problem::bad(format!("type {t:?} is not an action-type code")));
+            return Err(Problem::bad(format!(
+                "type {t:?} is not an action-type code"
+            )));
         }
         binds.push(t.as_str().into());
         conds.push(format!("type_code = ${}", binds.len()));
@@ -585,9 +882,14 @@ async fn events(
         conds.push(format!("court = ${}", binds.len()));
     }
     if let Some(c) = q.get("case") {
-        let ok = c.strip_prefix("INS ").and_then(|r| r.split_once('/')).is_some_and(|(n, y)| n.parse::<u32>().is_ok() && y.parse::<u32>().is_ok());
+        let ok = c
+            .strip_prefix("INS ")
+            .and_then(|r| r.split_once('/'))
+            .is_some_and(|(n, y)| n.parse::<u32>().is_ok() && y.parse::<u32>().is_ok());
         if !ok {
-            return Err(Problem::bad(format!("case {c:?} is not a case number such as `INS 4711/2026`")));
+            return Err(Problem::bad(format!(
+                "case {c:?} is not a case number such as `INS 4711/2026`"
+            )));
         }
         binds.push(c.as_str().into());
         conds.push(format!("case_number = ${}", binds.len()));
@@ -604,20 +906,39 @@ async fn events(
     tx.commit().await?;
     let (evs, more) = page(&rows, limit)?;
     let next = more.then(|| {
-        let last = evs.last().and_then(|e| e["action_id"].as_i64()).unwrap_or(after);
+        let last = evs
+            .last()
+            .and_then(|e| e["action_id"].as_i64())
+            .unwrap_or(after);
         let mut qs: Vec<String> = q
             .iter()
             .filter(|(k, _)| k.as_str() != "after" && k.as_str() != "limit")
             .map(|(k, v)| format!("{k}={}", url_escape(v)))
             .collect();
         qs.sort();
-        format!("/v1/events?after={last}&limit={limit}{}{}", if qs.is_empty() { "" } else { "&" }, qs.join("&"))
+        format!(
+            "/v1/events?after={last}&limit={limit}{}{}",
+            if qs.is_empty() { "" } else { "&" },
+            qs.join("&")
+        )
     });
-    Ok(respond_list(&wm, &headers, format, "events", evs, next, EVENT_COLUMNS))
+    Ok(respond_list(
+        &wm,
+        &headers,
+        format,
+        "events",
+        evs,
+        next,
+        EVENT_COLUMNS,
+    ))
 }
 
 /// `GET /v1/stats`: cases by state, court and month opened.
-async fn stats(State(state): State<ApiState>, Query(q): Query<HashMap<String, String>>, headers: HeaderMap) -> Result<Response, Problem> {
+async fn stats(
+    State(state): State<ApiState>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
     only(&q, &[])?;
     let (mut tx, wm) = open(&state).await?;
     let rows = tx.texts("SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key", &[]).await?;
@@ -625,7 +946,9 @@ async fn stats(State(state): State<ApiState>, Query(q): Query<HashMap<String, St
     let mut out = json!({"by_state": {}, "by_court": {}, "by_month": {}});
     for r in rows {
         let mut f = r.splitn(3, '|');
-        let (Some(dim), Some(key), Some(n)) = (f.next(), f.next(), f.next()) else { continue };
+        let (Some(dim), Some(key), Some(n)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
         let n: i64 = n.parse().unwrap_or(0);
         out[format!("by_{dim}")][key] = json!(n);
     }

@@ -11,12 +11,24 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::sql::{Tx, Val};
-use super::{texts_in, Builder, Counts, ProjectionError};
+use super::{Builder, Counts, ProjectionError, texts_in};
 use crate::source::model::{Flag, Note, Record};
 
 pub const KNOWN_STATES: &[&str] = &[
-    "NEVYRIZENA", "MORATORIUM", "ÚPADEK", "KONKURS", "ODDLUŽENÍ", "REORGANIZ", "VYRIZENA", "PRAVOMOCNA",
-    "ODSKRTNUTA", "ZRUŠENO VS", "K-PO ZRUŠ.", "OBZIVLA", "MYLNÝ ZÁP.", "NEVYR-POST",
+    "NEVYRIZENA",
+    "MORATORIUM",
+    "ÚPADEK",
+    "KONKURS",
+    "ODDLUŽENÍ",
+    "REORGANIZ",
+    "VYRIZENA",
+    "PRAVOMOCNA",
+    "ODSKRTNUTA",
+    "ZRUŠENO VS",
+    "K-PO ZRUŠ.",
+    "OBZIVLA",
+    "MYLNÝ ZÁP.",
+    "NEVYR-POST",
 ];
 
 /// Action types that make the debtor's data inaccessible (§ 425): 636, and 637 (the court
@@ -126,7 +138,11 @@ impl CaseDoc {
             }
             Note::Absent => None,
         };
-        if a.type_code == "63" && !d.is_some_and(|d| is_secondary(&d.secondary_document) || is_secondary(&d.secondary_action)) {
+        if a.type_code == "63"
+            && !d.is_some_and(|d| {
+                is_secondary(&d.secondary_document) || is_secondary(&d.secondary_action)
+            })
+        {
             self.claims += 1;
         }
         let Some(d) = d else {
@@ -151,7 +167,11 @@ impl CaseDoc {
                         counts.unknown_other += 1;
                     }
                     self.state = Some(s.clone());
-                    self.states.push(StateChange { action_id: a.id, state: s.clone(), published: a.published.clone() });
+                    self.states.push(StateChange {
+                        action_id: a.id,
+                        state: s.clone(),
+                        published: a.published.clone(),
+                    });
                 }
             }
             if c.claims_deadline.is_some() {
@@ -216,7 +236,11 @@ impl CaseDoc {
                 counts.erased += 1;
             }
             self.erased = true;
-            self.erased_at = Some(d.struck_out.clone().unwrap_or_else(|| a.published.get(..10).unwrap_or("").to_string()));
+            self.erased_at = Some(
+                d.struck_out
+                    .clone()
+                    .unwrap_or_else(|| a.published.get(..10).unwrap_or("").to_string()),
+            );
             self.erased_action_id = Some(a.id);
             self.debtors.clear();
         }
@@ -235,7 +259,9 @@ pub fn fold(recs: &[Record]) -> BTreeMap<String, CaseDoc> {
         if r.action.case_number == "INS -1/-1" {
             continue;
         }
-        out.entry(r.action.case_number.clone()).or_insert_with(|| CaseDoc::new(r)).apply(r, &mut c);
+        out.entry(r.action.case_number.clone())
+            .or_insert_with(|| CaseDoc::new(r))
+            .apply(r, &mut c);
     }
     out
 }
@@ -268,11 +294,19 @@ impl Builder for Cases {
             format!("CREATE INDEX cases_v{v}_court ON cases_v{v} (court_short)"),
             format!("CREATE INDEX cases_v{v}_opened ON cases_v{v} (opened, case_number)"),
             format!("CREATE INDEX cases_v{v}_latest ON cases_v{v} (latest_action_id)"),
-            format!("CREATE TABLE stats_v{v} (dim TEXT NOT NULL, key TEXT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (dim, key))"),
+            format!(
+                "CREATE TABLE stats_v{v} (dim TEXT NOT NULL, key TEXT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (dim, key))"
+            ),
         ]
     }
 
-    async fn apply(&self, tx: &mut Tx, v: i64, recs: &[Record], counts: &mut Counts) -> Result<(), ProjectionError> {
+    async fn apply(
+        &self,
+        tx: &mut Tx,
+        v: i64,
+        recs: &[Record],
+        counts: &mut Counts,
+    ) -> Result<(), ProjectionError> {
         let mut keys: Vec<String> = recs
             .iter()
             .map(|r| r.action.case_number.clone())
@@ -282,7 +316,10 @@ impl Builder for Cases {
         keys.dedup();
         let mut docs: HashMap<String, CaseDoc> = HashMap::with_capacity(keys.len());
         for chunk in keys.chunks(500) {
-            let sql = format!("SELECT doc FROM cases_v{v} WHERE case_number IN ({})", tx.list(chunk.len()));
+            let sql = format!(
+                "SELECT doc FROM cases_v{v} WHERE case_number IN ({})",
+                tx.list(chunk.len())
+            );
             for d in tx.texts(&sql, &texts_in(chunk)).await? {
                 let doc: CaseDoc = serde_json::from_str(&d)?;
                 docs.insert(doc.case_number.clone(), doc);
@@ -290,19 +327,33 @@ impl Builder for Cases {
         }
         let before: HashMap<String, (Option<String>, Option<String>, String)> = docs
             .iter()
-            .map(|(k, d)| (k.clone(), (d.state.clone(), d.court_short.clone(), d.month())))
+            .map(|(k, d)| {
+                (
+                    k.clone(),
+                    (d.state.clone(), d.court_short.clone(), d.month()),
+                )
+            })
             .collect();
         for r in recs {
             if r.action.case_number == "INS -1/-1" {
                 continue;
             }
-            docs.entry(r.action.case_number.clone()).or_insert_with(|| CaseDoc::new(r)).apply(r, counts);
+            docs.entry(r.action.case_number.clone())
+                .or_insert_with(|| CaseDoc::new(r))
+                .apply(r, counts);
         }
         // Stats deltas.
         let mut delta: BTreeMap<(&'static str, String), i64> = BTreeMap::new();
         let unknown = || "?".to_string();
         for (k, d) in &docs {
-            let now = (d.state.clone().unwrap_or_else(unknown), d.court_short.clone().or(d.court_code.clone()).unwrap_or_else(unknown), d.month());
+            let now = (
+                d.state.clone().unwrap_or_else(unknown),
+                d.court_short
+                    .clone()
+                    .or(d.court_code.clone())
+                    .unwrap_or_else(unknown),
+                d.month(),
+            );
             match before.get(k) {
                 None => {
                     *delta.entry(("state", now.0)).or_default() += 1;
@@ -347,8 +398,18 @@ impl Builder for Cases {
         tx.upsert(
             &format!("cases_v{v}"),
             &[
-                "case_number", "year", "number", "court_short", "state", "opened", "first_action_id", "latest_action_id",
-                "latest_published", "debtor_kind", "erased", "doc",
+                "case_number",
+                "year",
+                "number",
+                "court_short",
+                "state",
+                "opened",
+                "first_action_id",
+                "latest_action_id",
+                "latest_published",
+                "debtor_kind",
+                "erased",
+                "doc",
             ],
             &["case_number"],
             &rows,
@@ -360,8 +421,13 @@ impl Builder for Cases {
             .map(|((dim, key), n)| vec![dim.into(), key.into(), n.into()])
             .collect();
         let t = format!("stats_v{v}");
-        tx.insert_with(&t, &["dim", "key", "count"], &stats, &format!(" ON CONFLICT (dim, key) DO UPDATE SET count = {t}.count + excluded.count"))
-            .await?;
+        tx.insert_with(
+            &t,
+            &["dim", "key", "count"],
+            &stats,
+            &format!(" ON CONFLICT (dim, key) DO UPDATE SET count = {t}.count + excluded.count"),
+        )
+        .await?;
         Ok(())
     }
 }

@@ -23,7 +23,11 @@ pub fn ico_key(s: &str) -> String {
 /// A birth number as `NNNNNN/NNNN` (or `/NNN`), with or without the slash given.
 pub fn rc_key(s: &str) -> String {
     let d: String = s.chars().filter(|c| c.is_ascii_digit()).collect();
-    if d.len() >= 9 { format!("{}/{}", &d[..6], &d[6..]) } else { d }
+    if d.len() >= 9 {
+        format!("{}/{}", &d[..6], &d[6..])
+    } else {
+        d
+    }
 }
 
 #[cfg(test)]

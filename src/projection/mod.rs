@@ -18,7 +18,7 @@ pub mod verify;
 use serde::Serialize;
 
 use crate::source::model::Record;
-use crate::store::{now_ms, Store};
+use crate::store::{Store, now_ms};
 use sql::{Tx, Val};
 
 /// The builders, in the order the daemon runs them.
@@ -52,8 +52,14 @@ pub enum ProjectionError {
     Action { id: i64, why: String },
     #[error("builder {0} is not known (cases, parties, timeline)")]
     Unknown(String),
-    #[error("another process moved the {name} cursor (expected {expected}, found {found}); this step was not applied")]
-    Concurrent { name: String, expected: i64, found: i64 },
+    #[error(
+        "another process moved the {name} cursor (expected {expected}, found {found}); this step was not applied"
+    )]
+    Concurrent {
+        name: String,
+        expected: i64,
+        found: i64,
+    },
     #[error("store: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error("json: {0}")]
@@ -78,7 +84,13 @@ pub trait Builder: Send + Sync {
         Ok(())
     }
     /// Applies records (in ID order) to version `v`.
-    async fn apply(&self, tx: &mut Tx, v: i64, recs: &[Record], counts: &mut Counts) -> Result<(), ProjectionError>;
+    async fn apply(
+        &self,
+        tx: &mut Tx,
+        v: i64,
+        recs: &[Record],
+        counts: &mut Counts,
+    ) -> Result<(), ProjectionError>;
 }
 
 pub fn builder(name: &str) -> Result<Box<dyn Builder>, ProjectionError> {
@@ -107,7 +119,11 @@ async fn read_meta(tx: &mut Tx, key: &str) -> Result<Option<Meta>, ProjectionErr
     read_meta_with(tx, key, true).await
 }
 
-async fn read_meta_with(tx: &mut Tx, key: &str, for_update: bool) -> Result<Option<Meta>, ProjectionError> {
+async fn read_meta_with(
+    tx: &mut Tx,
+    key: &str,
+    for_update: bool,
+) -> Result<Option<Meta>, ProjectionError> {
     let lock = if for_update { tx.lock() } else { "" };
     let rows = tx
         .texts(
@@ -126,7 +142,13 @@ async fn read_meta_with(tx: &mut Tx, key: &str, for_update: bool) -> Result<Opti
             name: key.to_string(),
             cursor: n(0),
             version: n(1),
-            counts: Counts { applied: n(2), unknown_codes: n(3), unknown_other: n(4), unparsed: n(5), erased: n(6) },
+            counts: Counts {
+                applied: n(2),
+                unknown_codes: n(3),
+                unknown_other: n(4),
+                unparsed: n(5),
+                erased: n(6),
+            },
             updated_at: n(7),
             error: f.get(8).filter(|s| !s.is_empty()).map(|s| s.to_string()),
         }
@@ -136,7 +158,18 @@ async fn read_meta_with(tx: &mut Tx, key: &str, for_update: bool) -> Result<Opti
 async fn write_meta(tx: &mut Tx, m: &Meta) -> Result<(), ProjectionError> {
     tx.upsert(
         "proj_meta",
-        &["name", "cursor", "applied", "unknown_codes", "unknown_other", "unparsed", "erased", "updated_at", "error", "version"],
+        &[
+            "name",
+            "cursor",
+            "applied",
+            "unknown_codes",
+            "unknown_other",
+            "unparsed",
+            "erased",
+            "updated_at",
+            "error",
+            "version",
+        ],
         &["name"],
         &[vec![
             m.name.as_str().into(),
@@ -158,9 +191,15 @@ async fn write_meta(tx: &mut Tx, m: &Meta) -> Result<(), ProjectionError> {
 /// Creates version `v`'s tables; their secondary indexes too, unless `defer_indexes`
 /// (a rebuild creates them once, just before the swap: bulk-building an index is much
 /// cheaper than keeping it up row by row).
-async fn create_version(tx: &mut Tx, b: &dyn Builder, v: i64, defer_indexes: bool) -> Result<(), ProjectionError> {
+async fn create_version(
+    tx: &mut Tx,
+    b: &dyn Builder,
+    v: i64,
+    defer_indexes: bool,
+) -> Result<(), ProjectionError> {
     for t in b.tables() {
-        tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{v}"), &[]).await?;
+        tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{v}"), &[])
+            .await?;
     }
     for stmt in b.ddl(v, tx.is_postgres()) {
         if defer_indexes && stmt.starts_with("CREATE INDEX") {
@@ -172,8 +211,16 @@ async fn create_version(tx: &mut Tx, b: &dyn Builder, v: i64, defer_indexes: boo
 }
 
 async fn create_indexes(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
-    for stmt in b.ddl(v, tx.is_postgres()).into_iter().filter(|s| s.starts_with("CREATE INDEX")) {
-        tx.exec(&stmt.replacen("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1), &[]).await?;
+    for stmt in b
+        .ddl(v, tx.is_postgres())
+        .into_iter()
+        .filter(|s| s.starts_with("CREATE INDEX"))
+    {
+        tx.exec(
+            &stmt.replacen("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1),
+            &[],
+        )
+        .await?;
     }
     Ok(())
 }
@@ -181,7 +228,8 @@ async fn create_indexes(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), Proj
 async fn point_views(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
     for t in b.tables() {
         tx.exec(&format!("DROP VIEW IF EXISTS {t}"), &[]).await?;
-        tx.exec(&format!("CREATE VIEW {t} AS SELECT * FROM {t}_v{v}"), &[]).await?;
+        tx.exec(&format!("CREATE VIEW {t} AS SELECT * FROM {t}_v{v}"), &[])
+            .await?;
     }
     Ok(())
 }
@@ -195,7 +243,14 @@ pub async fn ensure(store: &Store, name: &str) -> Result<Meta, ProjectionError> 
         None => {
             create_version(&mut tx, b.as_ref(), 1, false).await?;
             point_views(&mut tx, b.as_ref(), 1).await?;
-            let m = Meta { name: name.into(), cursor: START, version: 1, counts: Counts::default(), updated_at: now_ms(), error: None };
+            let m = Meta {
+                name: name.into(),
+                cursor: START,
+                version: 1,
+                counts: Counts::default(),
+                updated_at: now_ms(),
+                error: None,
+            };
             write_meta(&mut tx, &m).await?;
             m
         }
@@ -214,7 +269,9 @@ pub async fn ensure_all(store: &Store) -> Result<(), ProjectionError> {
 /// Every builder's state (and any rebuild in progress).
 pub async fn metas(store: &Store) -> Result<Vec<Meta>, ProjectionError> {
     let mut tx = Tx::begin_read(store).await?;
-    let keys = tx.texts("SELECT name FROM proj_meta ORDER BY name", &[]).await?;
+    let keys = tx
+        .texts("SELECT name FROM proj_meta ORDER BY name", &[])
+        .await?;
     let mut out = Vec::new();
     for k in keys {
         if let Some(m) = read_meta_with(&mut tx, &k, false).await? {
@@ -226,8 +283,14 @@ pub async fn metas(store: &Store) -> Result<Vec<Meta>, ProjectionError> {
 }
 
 /// Reads the replica after `cursor`, parsing each `poznamka`.
-async fn records_after(store: &Store, cursor: i64, limit: i64) -> Result<Vec<Record>, ProjectionError> {
-    Ok(crate::source::parse::records(store.actions_after(cursor, limit).await?))
+async fn records_after(
+    store: &Store,
+    cursor: i64,
+    limit: i64,
+) -> Result<Vec<Record>, ProjectionError> {
+    Ok(crate::source::parse::records(
+        store.actions_after(cursor, limit).await?,
+    ))
 }
 
 /// The outcome of one step.
@@ -239,11 +302,18 @@ pub struct Step {
 
 /// Applies the next `chunk` actions to the builder stored under `key` (its name, or
 /// `name#next` during a rebuild), moving its cursor in the same transaction.
-pub async fn step(store: &Store, name: &str, key: &str, chunk: i64) -> Result<Step, ProjectionError> {
+pub async fn step(
+    store: &Store,
+    name: &str,
+    key: &str,
+    chunk: i64,
+) -> Result<Step, ProjectionError> {
     let b = builder(name)?;
     let start = {
         let mut tx = Tx::begin_read(store).await?;
-        let m = read_meta_with(&mut tx, key, false).await?.ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
+        let m = read_meta_with(&mut tx, key, false)
+            .await?
+            .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
         tx.commit().await?;
         m
     };
@@ -252,12 +322,21 @@ pub async fn step(store: &Store, name: &str, key: &str, chunk: i64) -> Result<St
     let recs = records_after(store, start.cursor, chunk).await?;
     let t_read = t0.elapsed();
     let Some(last) = recs.last().map(|r| r.action.id) else {
-        return Ok(Step { applied: 0, cursor: start.cursor });
+        return Ok(Step {
+            applied: 0,
+            cursor: start.cursor,
+        });
     };
     let mut tx = Tx::begin(store).await?;
-    let mut m = read_meta(&mut tx, key).await?.ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
+    let mut m = read_meta(&mut tx, key)
+        .await?
+        .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
     if m.cursor != start.cursor {
-        return Err(ProjectionError::Concurrent { name: key.to_string(), expected: start.cursor, found: m.cursor });
+        return Err(ProjectionError::Concurrent {
+            name: key.to_string(),
+            expected: start.cursor,
+            found: m.cursor,
+        });
     }
     let mut counts = Counts::default();
     if let Err(e) = b.apply(&mut tx, m.version, &recs, &mut counts).await {
@@ -272,21 +351,33 @@ pub async fn step(store: &Store, name: &str, key: &str, chunk: i64) -> Result<St
     write_meta(&mut tx, &m).await?;
     tx.commit().await?;
     tracing::debug!(builder = key, n = recs.len(), read = ?t_read, apply = ?t_apply, total = ?t0.elapsed(), "projection step");
-    Ok(Step { applied: recs.len(), cursor: last })
+    Ok(Step {
+        applied: recs.len(),
+        cursor: last,
+    })
 }
 
 /// A chunk failed: apply its actions one by one so that those before the culprit are
 /// kept and the culprit is named; record why in `proj_meta.error`; the cursor stays
 /// before the culprit.
-async fn pinpoint(store: &Store, b: &dyn Builder, key: &str, recs: &[Record], first: ProjectionError) -> ProjectionError {
+async fn pinpoint(
+    store: &Store,
+    b: &dyn Builder,
+    key: &str,
+    recs: &[Record],
+    first: ProjectionError,
+) -> ProjectionError {
     let mut culprit = (recs.first().map(|r| r.action.id).unwrap_or(-1), first);
     if recs.len() > 1 {
         for r in recs {
             let res: Result<(), ProjectionError> = async {
                 let mut tx = Tx::begin(store).await?;
-                let mut m = read_meta(&mut tx, key).await?.ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
+                let mut m = read_meta(&mut tx, key)
+                    .await?
+                    .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
                 let mut counts = Counts::default();
-                b.apply(&mut tx, m.version, std::slice::from_ref(r), &mut counts).await?;
+                b.apply(&mut tx, m.version, std::slice::from_ref(r), &mut counts)
+                    .await?;
                 counts.applied = 1;
                 m.counts.add(&counts);
                 m.cursor = r.action.id;
@@ -301,7 +392,10 @@ async fn pinpoint(store: &Store, b: &dyn Builder, key: &str, recs: &[Record], fi
             }
         }
     }
-    let err = ProjectionError::Action { id: culprit.0, why: culprit.1.to_string() };
+    let err = ProjectionError::Action {
+        id: culprit.0,
+        why: culprit.1.to_string(),
+    };
     let recorded: Result<(), ProjectionError> = async {
         let mut tx = Tx::begin(store).await?;
         if let Some(mut m) = read_meta(&mut tx, key).await? {
@@ -342,7 +436,14 @@ pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, Proj
     {
         let mut tx = Tx::begin(store).await?;
         create_version(&mut tx, b.as_ref(), v, true).await?;
-        let m = Meta { name: next_key.clone(), cursor: START, version: v, counts: Counts::default(), updated_at: now_ms(), error: None };
+        let m = Meta {
+            name: next_key.clone(),
+            cursor: START,
+            version: v,
+            counts: Counts::default(),
+            updated_at: now_ms(),
+            error: None,
+        };
         write_meta(&mut tx, &m).await?;
         tx.commit().await?;
     }
@@ -355,7 +456,13 @@ pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, Proj
 /// A rebuild of a per-case builder: walks the replica case by case (up to the
 /// checkpoint at the start), so every case's documents are built in memory once and
 /// written once, then leaves the cursor at that checkpoint for the ID-ordered catch-up.
-async fn bulk_fill(store: &Store, b: &dyn Builder, key: &str, v: i64, chunk: i64) -> Result<(), ProjectionError> {
+async fn bulk_fill(
+    store: &Store,
+    b: &dyn Builder,
+    key: &str,
+    v: i64,
+    chunk: i64,
+) -> Result<(), ProjectionError> {
     let Some(head) = store.checkpoint().await? else {
         return Ok(());
     };
@@ -371,7 +478,10 @@ async fn bulk_fill(store: &Store, b: &dyn Builder, key: &str, v: i64, chunk: i64
         acts.extend(batch);
         if !done {
             // Hold back the last case: it may go on in the next batch.
-            let last = acts.last().map(|a| a.case_number.clone()).unwrap_or_default();
+            let last = acts
+                .last()
+                .map(|a| a.case_number.clone())
+                .unwrap_or_default();
             let split = acts.iter().position(|a| a.case_number == last).unwrap_or(0);
             carry = acts.split_off(split);
             if acts.is_empty() {
@@ -380,12 +490,20 @@ async fn bulk_fill(store: &Store, b: &dyn Builder, key: &str, v: i64, chunk: i64
         }
         let recs = crate::source::parse::records(acts);
         let mut tx = Tx::begin(store).await?;
-        let mut m = read_meta(&mut tx, key).await?.ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
+        let mut m = read_meta(&mut tx, key)
+            .await?
+            .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
         let mut counts = Counts::default();
-        b.apply(&mut tx, v, &recs, &mut counts).await.map_err(|e| ProjectionError::Action {
-            id: recs.first().map(|r| r.action.id).unwrap_or(-1),
-            why: format!("bulk rebuild of {} cases from {:?}: {e}", recs.len(), recs.first().map(|r| &r.action.case_number)),
-        })?;
+        b.apply(&mut tx, v, &recs, &mut counts)
+            .await
+            .map_err(|e| ProjectionError::Action {
+                id: recs.first().map(|r| r.action.id).unwrap_or(-1),
+                why: format!(
+                    "bulk rebuild of {} cases from {:?}: {e}",
+                    recs.len(),
+                    recs.first().map(|r| &r.action.case_number)
+                ),
+            })?;
         counts.applied = recs.len() as i64;
         m.counts.add(&counts);
         if done {
@@ -414,7 +532,10 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
             // Caught up once: build the secondary indexes in their own transaction, then
             // catch up again and swap.
             let mut tx = Tx::begin(store).await?;
-            let v = read_meta(&mut tx, &next_key).await?.expect("next meta").version;
+            let v = read_meta(&mut tx, &next_key)
+                .await?
+                .expect("next meta")
+                .version;
             create_indexes(&mut tx, b.as_ref(), v).await?;
             tx.commit().await?;
             indexed = true;
@@ -424,7 +545,10 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
         let mut tx = Tx::begin(store).await?;
         let mut next = read_meta(&mut tx, &next_key).await?.expect("next meta");
         let old = read_meta(&mut tx, name).await?.expect("live meta");
-        let head: i64 = tx.int("SELECT COALESCE(MAX(id), -1) FROM actions", &[]).await?.unwrap_or(-1);
+        let head: i64 = tx
+            .int("SELECT COALESCE(MAX(id), -1) FROM actions", &[])
+            .await?
+            .unwrap_or(-1);
         if head > next.cursor {
             drop(tx);
             continue;
@@ -432,12 +556,22 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
         point_views(&mut tx, b.as_ref(), next.version).await?;
         next.name = name.to_string();
         write_meta(&mut tx, &next).await?;
-        tx.exec("DELETE FROM proj_meta WHERE name = $1", &[next_key.as_str().into()]).await?;
+        tx.exec(
+            "DELETE FROM proj_meta WHERE name = $1",
+            &[next_key.as_str().into()],
+        )
+        .await?;
         for t in b.tables() {
-            tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{}", old.version), &[]).await?;
+            tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{}", old.version), &[])
+                .await?;
         }
         tx.commit().await?;
-        tracing::info!(builder = name, version = next.version, cursor = next.cursor, "projection rebuilt and swapped in");
+        tracing::info!(
+            builder = name,
+            version = next.version,
+            cursor = next.cursor,
+            "projection rebuilt and swapped in"
+        );
         return Ok(next);
     }
 }

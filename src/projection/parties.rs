@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::cases::ERASURE_TYPES;
 use super::fold::{ico_key, name_key, rc_key};
 use super::sql::{Tx, Val};
-use super::{texts_in, Builder, Counts, ProjectionError};
+use super::{Builder, Counts, ProjectionError, texts_in};
 use crate::source::model::{Address, Note, Person, Record};
 
 pub const KNOWN_ROLES: &[&str] = &["DLUŽNÍK", "VĚŘITEL", "VĚŘIT-NAVR", "SPRÁVCE"];
@@ -52,7 +52,11 @@ fn win(slot: &mut Option<String>, v: &Option<String>) {
 
 impl PartyDoc {
     fn key(&self) -> (String, String, String) {
-        (self.case_number.clone(), self.court.clone(), self.person_id.clone())
+        (
+            self.case_number.clone(),
+            self.court.clone(),
+            self.person_id.clone(),
+        )
     }
 
     pub fn is_debtor(&self) -> bool {
@@ -79,7 +83,6 @@ impl PartyDoc {
         }
         self.latest_action_id = action_id;
     }
-
 }
 
 /// Recomputes the parties of the given records (one or more whole cases, in ID order).
@@ -89,7 +92,15 @@ pub fn fold(recs: &[Record]) -> BTreeMap<(String, String, String), PartyDoc> {
     let mut c = Counts::default();
     let mut hist = Vec::new();
     for r in recs {
-        apply_one(r, &mut docs, &mut erased, &mut c, &mut hist, &mut Vec::new(), &mut Vec::new());
+        apply_one(
+            r,
+            &mut docs,
+            &mut erased,
+            &mut c,
+            &mut hist,
+            &mut Vec::new(),
+            &mut Vec::new(),
+        );
     }
     docs
 }
@@ -121,7 +132,8 @@ fn apply_one(
             counts.unknown_other += 1;
         }
         let was_debtor = docs.get(&key).is_some_and(PartyDoc::is_debtor);
-        if erased.contains(&a.case_number) && (was_debtor || p.role.as_deref() == Some("DLUŽNÍK")) {
+        if erased.contains(&a.case_number) && (was_debtor || p.role.as_deref() == Some("DLUŽNÍK"))
+        {
             // A debtor of an erased case: nothing of it is kept.
             if docs.remove(&key).is_some() {
                 deleted.push(key);
@@ -141,9 +153,17 @@ fn apply_one(
     if ERASURE_TYPES.contains(&a.type_code.as_str()) || d.struck_out.is_some() {
         if erased.insert(a.case_number.clone()) {
             counts.erased += 1;
-            new_erasures.push((a.case_number.clone(), a.id, d.struck_out.clone().unwrap_or_default()));
+            new_erasures.push((
+                a.case_number.clone(),
+                a.id,
+                d.struck_out.clone().unwrap_or_default(),
+            ));
         }
-        let gone: Vec<Key> = docs.iter().filter(|(_, x)| x.case_number == a.case_number && x.is_debtor()).map(|(k, _)| k.clone()).collect();
+        let gone: Vec<Key> = docs
+            .iter()
+            .filter(|(_, x)| x.case_number == a.case_number && x.is_debtor())
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in gone {
             docs.remove(&k);
             history.retain(|(hk, _, _)| *hk != k);
@@ -189,7 +209,13 @@ impl Builder for Parties {
         ]
     }
 
-    async fn apply(&self, tx: &mut Tx, v: i64, recs: &[Record], counts: &mut Counts) -> Result<(), ProjectionError> {
+    async fn apply(
+        &self,
+        tx: &mut Tx,
+        v: i64,
+        recs: &[Record],
+        counts: &mut Counts,
+    ) -> Result<(), ProjectionError> {
         // The cases this chunk touches, and which of them are already erased.
         let mut cases: Vec<String> = recs.iter().map(|r| r.action.case_number.clone()).collect();
         cases.sort();
@@ -203,7 +229,11 @@ impl Builder for Parties {
         for r in recs {
             if let Note::Parsed(d) = &r.detail {
                 if let Some(p) = &d.person {
-                    person_keys.push((r.action.case_number.clone(), d.origin.clone().unwrap_or_default(), p.id.clone()));
+                    person_keys.push((
+                        r.action.case_number.clone(),
+                        d.origin.clone().unwrap_or_default(),
+                        p.id.clone(),
+                    ));
                 }
                 if d.struck_out.is_some() || ERASURE_TYPES.contains(&r.action.type_code.as_str()) {
                     erasing.push(r.action.case_number.clone());
@@ -215,40 +245,69 @@ impl Builder for Parties {
         erasing.sort();
         erasing.dedup();
         for chunk in cases.chunks(500) {
-            let sql = format!("SELECT case_number FROM erasures_v{v} WHERE case_number IN ({})", tx.list(chunk.len()));
+            let sql = format!(
+                "SELECT case_number FROM erasures_v{v} WHERE case_number IN ({})",
+                tx.list(chunk.len())
+            );
             erased.extend(tx.texts(&sql, &texts_in(chunk)).await?);
         }
         let pg = tx.is_postgres();
         for chunk in person_keys.chunks(300) {
             let tuples: Vec<String> = (0..chunk.len())
-                .map(|i| if pg { format!("(${},${},${})", 3 * i + 1, 3 * i + 2, 3 * i + 3) } else { "(?,?,?)".to_string() })
+                .map(|i| {
+                    if pg {
+                        format!("(${},${},${})", 3 * i + 1, 3 * i + 2, 3 * i + 3)
+                    } else {
+                        "(?,?,?)".to_string()
+                    }
+                })
                 .collect();
             let sql = format!(
                 "SELECT doc FROM parties_v{v} WHERE (case_number, court, person_id) IN (VALUES {})",
                 tuples.join(",")
             );
-            let binds: Vec<Val> =
-                chunk.iter().flat_map(|(c, ct, p)| [Val::from(c.as_str()), ct.as_str().into(), p.as_str().into()]).collect();
+            let binds: Vec<Val> = chunk
+                .iter()
+                .flat_map(|(c, ct, p)| {
+                    [Val::from(c.as_str()), ct.as_str().into(), p.as_str().into()]
+                })
+                .collect();
             for d in tx.texts(&sql, &binds).await? {
                 let doc: PartyDoc = serde_json::from_str(&d)?;
                 docs.insert(doc.key(), doc);
             }
         }
         for chunk in erasing.chunks(500) {
-            let sql = format!("SELECT doc FROM parties_v{v} WHERE role = 'DLUŽNÍK' AND case_number IN ({})", tx.list(chunk.len()));
+            let sql = format!(
+                "SELECT doc FROM parties_v{v} WHERE role = 'DLUŽNÍK' AND case_number IN ({})",
+                tx.list(chunk.len())
+            );
             for d in tx.texts(&sql, &texts_in(chunk)).await? {
                 let doc: PartyDoc = serde_json::from_str(&d)?;
                 docs.insert(doc.key(), doc);
             }
         }
-        let before: HashMap<Key, PartyDoc> = docs.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
+        let before: HashMap<Key, PartyDoc> =
+            docs.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
         let mut history = Vec::new();
         let mut new_erasures = Vec::new();
         let mut deleted = Vec::new();
         for r in recs {
-            apply_one(r, &mut docs, &mut erased, counts, &mut history, &mut new_erasures, &mut deleted);
+            apply_one(
+                r,
+                &mut docs,
+                &mut erased,
+                counts,
+                &mut history,
+                &mut new_erasures,
+                &mut deleted,
+            );
         }
-        let changed: Vec<&PartyDoc> = docs.iter().filter(|(k, d)| before.get(*k) != Some(*d)).map(|(_, d)| d).collect();
+        let changed: Vec<&PartyDoc> = docs
+            .iter()
+            .filter(|(k, d)| before.get(*k) != Some(*d))
+            .map(|(_, d)| d)
+            .collect();
         let rows: Vec<Vec<Val>> = changed
             .iter()
             .map(|d| {
@@ -268,14 +327,27 @@ impl Builder for Parties {
             .collect::<Result<_, serde_json::Error>>()?;
         tx.upsert(
             &format!("parties_v{v}"),
-            &["case_number", "court", "person_id", "role", "kind", "ico", "rc", "name_key", "latest_action_id", "doc"],
+            &[
+                "case_number",
+                "court",
+                "person_id",
+                "role",
+                "kind",
+                "ico",
+                "rc",
+                "name_key",
+                "latest_action_id",
+                "doc",
+            ],
             &["case_number", "court", "person_id"],
             &rows,
         )
         .await?;
         let hist: Vec<Vec<Val>> = history
             .into_iter()
-            .map(|((c, ct, p), id, person)| vec![c.into(), ct.into(), p.into(), id.into(), person.into()])
+            .map(|((c, ct, p), id, person)| {
+                vec![c.into(), ct.into(), p.into(), id.into(), person.into()]
+            })
             .collect();
         tx.insert_with(
             &format!("party_history_v{v}"),
@@ -285,7 +357,14 @@ impl Builder for Parties {
         )
         .await?;
         let redact = !new_erasures.is_empty()
-            && tx.texts("SELECT value FROM settings WHERE key = 'redact_replica'", &[]).await?.first().is_some_and(|v| v == "true");
+            && tx
+                .texts(
+                    "SELECT value FROM settings WHERE key = 'redact_replica'",
+                    &[],
+                )
+                .await?
+                .first()
+                .is_some_and(|v| v == "true");
         for (case, id, struck) in &new_erasures {
             if redact {
                 redact_replica(tx, case, *id).await?;
@@ -293,7 +372,11 @@ impl Builder for Parties {
             tx.insert_with(
                 &format!("erasures_v{v}"),
                 &["case_number", "action_id", "struck_out"],
-                &[vec![case.as_str().into(), (*id).into(), struck.as_str().into()]],
+                &[vec![
+                    case.as_str().into(),
+                    (*id).into(),
+                    struck.as_str().into(),
+                ]],
                 " ON CONFLICT (case_number) DO NOTHING",
             )
             .await?;
@@ -324,9 +407,19 @@ async fn redact_replica(tx: &mut Tx, case: &str, upto: i64) -> Result<(), Projec
         )
         .await?;
     for row in rows {
-        let Some((id, note)) = row.split_once('|') else { continue };
-        let Ok(mut d) = crate::source::parse::parse_note(note) else { continue };
-        let Some(p) = d.person.as_mut().filter(|p| p.role.as_deref() == Some("DLUŽNÍK")) else { continue };
+        let Some((id, note)) = row.split_once('|') else {
+            continue;
+        };
+        let Ok(mut d) = crate::source::parse::parse_note(note) else {
+            continue;
+        };
+        let Some(p) = d
+            .person
+            .as_mut()
+            .filter(|p| p.role.as_deref() == Some("DLUŽNÍK"))
+        else {
+            continue;
+        };
         *p = Person {
             id: "REDACTED".into(),
             role: p.role.clone(),

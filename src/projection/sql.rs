@@ -86,7 +86,9 @@ impl Tx {
             Store::Sqlite(p) => Tx::Sqlite(p.begin().await?),
             Store::Postgres(p) => {
                 let mut t = p.begin().await?;
-                sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY").execute(&mut *t).await?;
+                sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    .execute(&mut *t)
+                    .await?;
                 Tx::Postgres(t)
             }
         })
@@ -105,13 +107,23 @@ impl Tx {
 
     /// ` FOR UPDATE` on PostgreSQL (SQLite holds the write lock already).
     pub fn lock(&self) -> &'static str {
-        if self.is_postgres() { " FOR UPDATE" } else { "" }
+        if self.is_postgres() {
+            " FOR UPDATE"
+        } else {
+            ""
+        }
     }
 
     pub async fn exec(&mut self, sql: &str, binds: &[Val]) -> Result<u64, sqlx::Error> {
         Ok(match self {
-            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), binds).execute(&mut **t).await?.rows_affected(),
-            Tx::Postgres(t) => bind_all!(sqlx::query(sql), binds).execute(&mut **t).await?.rows_affected(),
+            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), binds)
+                .execute(&mut **t)
+                .await?
+                .rows_affected(),
+            Tx::Postgres(t) => bind_all!(sqlx::query(sql), binds)
+                .execute(&mut **t)
+                .await?
+                .rows_affected(),
         })
     }
 
@@ -150,19 +162,38 @@ impl Tx {
     }
 
     /// `INSERT ... ON CONFLICT (key) DO UPDATE SET every other column`, in chunks.
-    pub async fn upsert(&mut self, table: &str, cols: &[&str], key: &[&str], rows: &[Vec<Val>]) -> Result<(), sqlx::Error> {
-        let update: Vec<String> =
-            cols.iter().filter(|c| !key.contains(c)).map(|c| format!("{c} = excluded.{c}")).collect();
+    pub async fn upsert(
+        &mut self,
+        table: &str,
+        cols: &[&str],
+        key: &[&str],
+        rows: &[Vec<Val>],
+    ) -> Result<(), sqlx::Error> {
+        let update: Vec<String> = cols
+            .iter()
+            .filter(|c| !key.contains(c))
+            .map(|c| format!("{c} = excluded.{c}"))
+            .collect();
         let tail = if update.is_empty() {
             format!(" ON CONFLICT ({}) DO NOTHING", key.join(", "))
         } else {
-            format!(" ON CONFLICT ({}) DO UPDATE SET {}", key.join(", "), update.join(", "))
+            format!(
+                " ON CONFLICT ({}) DO UPDATE SET {}",
+                key.join(", "),
+                update.join(", ")
+            )
         };
         self.insert_with(table, cols, rows, &tail).await
     }
 
     /// Plain multi-row inserts, in chunks; `tail` follows the VALUES list.
-    pub async fn insert_with(&mut self, table: &str, cols: &[&str], rows: &[Vec<Val>], tail: &str) -> Result<(), sqlx::Error> {
+    pub async fn insert_with(
+        &mut self,
+        table: &str,
+        cols: &[&str],
+        rows: &[Vec<Val>],
+        tail: &str,
+    ) -> Result<(), sqlx::Error> {
         // Small statements: binding cost grows faster than linearly with parameters.
         let per = (if self.is_postgres() { 6_000 } else { 8_000 } / cols.len()).clamp(1, 500);
         for chunk in rows.chunks(per) {
@@ -200,12 +231,19 @@ impl Tx {
 /// `$start, $start+1, ...` for an IN list of `n` values (`?` on SQLite, where the list
 /// must then be the statement's only parameters).
 pub fn placeholders(start: usize, n: usize) -> String {
-    (start..start + n).map(|i| format!("${i}")).collect::<Vec<_>>().join(",")
+    (start..start + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 impl Tx {
     /// Placeholders for an IN list that holds all of a statement's parameters.
     pub fn list(&self, n: usize) -> String {
-        if self.is_postgres() { placeholders(1, n) } else { vec!["?"; n].join(",") }
+        if self.is_postgres() {
+            placeholders(1, n)
+        } else {
+            vec!["?"; n].join(",")
+        }
     }
 }

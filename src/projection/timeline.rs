@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::sql::{Tx, Val};
-use super::{texts_in, Builder, Counts, ProjectionError};
+use super::{Builder, Counts, ProjectionError, texts_in};
 use crate::source::model::{Flag, Note, Record};
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -44,7 +44,12 @@ fn t(f: &Option<Flag>) -> bool {
 type SlotKey = (String, String, i64);
 
 /// Applies one action; `slots` maps a slot to its first action; `names` is the code list.
-fn event_of(r: &Record, slots: &mut HashMap<SlotKey, i64>, names: &HashMap<String, String>, counts: &mut Counts) -> Event {
+fn event_of(
+    r: &Record,
+    slots: &mut HashMap<SlotKey, i64>,
+    names: &HashMap<String, String>,
+    counts: &mut Counts,
+) -> Event {
     let a = &r.action;
     let d = match &r.detail {
         Note::Parsed(d) => Some(d),
@@ -62,7 +67,11 @@ fn event_of(r: &Record, slots: &mut HashMap<SlotKey, i64>, names: &HashMap<Strin
         }
     };
     let slot_action_id = match (&a.section, a.number_in_section) {
-        (Some(s), Some(n)) => Some(*slots.entry((a.case_number.clone(), s.clone(), n)).or_insert(a.id)),
+        (Some(s), Some(n)) => Some(
+            *slots
+                .entry((a.case_number.clone(), s.clone(), n))
+                .or_insert(a.id),
+        ),
         _ => None,
     };
     Event {
@@ -88,8 +97,10 @@ fn event_of(r: &Record, slots: &mut HashMap<SlotKey, i64>, names: &HashMap<Strin
 
 /// Recomputes the timeline of whole cases (records in ID order), with the seeded names.
 pub fn fold(recs: &[Record]) -> BTreeMap<i64, Event> {
-    let names: HashMap<String, String> =
-        crate::codes::event_types().values().map(|t| (t.id.clone(), t.name.clone())).collect();
+    let names: HashMap<String, String> = crate::codes::event_types()
+        .values()
+        .map(|t| (t.id.clone(), t.name.clone()))
+        .collect();
     let mut slots = HashMap::new();
     let mut c = Counts::default();
     recs.iter()
@@ -99,9 +110,23 @@ pub fn fold(recs: &[Record]) -> BTreeMap<i64, Event> {
 }
 
 pub const COLUMNS: &[&str] = &[
-    "action_id", "case_number", "court", "type_code", "type_name", "source_type_name", "section", "number_in_section",
-    "document_url", "published", "created", "slot_action_id", "secondary_action", "secondary_document",
-    "legal_force_date", "corrected_published", "annulled",
+    "action_id",
+    "case_number",
+    "court",
+    "type_code",
+    "type_name",
+    "source_type_name",
+    "section",
+    "number_in_section",
+    "document_url",
+    "published",
+    "created",
+    "slot_action_id",
+    "secondary_action",
+    "secondary_document",
+    "legal_force_date",
+    "corrected_published",
+    "annulled",
 ];
 
 pub struct Timeline;
@@ -144,13 +169,35 @@ impl Builder for Timeline {
             .values()
             .map(|t| vec![t.id.as_str().into(), t.name.as_str().into(), "seed".into()])
             .collect();
-        tx.insert_with(&format!("event_types_v{v}"), &["code", "name", "source"], &rows, "").await?;
+        tx.insert_with(
+            &format!("event_types_v{v}"),
+            &["code", "name", "source"],
+            &rows,
+            "",
+        )
+        .await?;
         Ok(())
     }
 
-    async fn apply(&self, tx: &mut Tx, v: i64, recs: &[Record], counts: &mut Counts) -> Result<(), ProjectionError> {
-        let codes = tx.texts(&format!("SELECT code FROM event_types_v{v} ORDER BY code"), &[]).await?;
-        let names = tx.texts(&format!("SELECT name FROM event_types_v{v} ORDER BY code"), &[]).await?;
+    async fn apply(
+        &self,
+        tx: &mut Tx,
+        v: i64,
+        recs: &[Record],
+        counts: &mut Counts,
+    ) -> Result<(), ProjectionError> {
+        let codes = tx
+            .texts(
+                &format!("SELECT code FROM event_types_v{v} ORDER BY code"),
+                &[],
+            )
+            .await?;
+        let names = tx
+            .texts(
+                &format!("SELECT name FROM event_types_v{v} ORDER BY code"),
+                &[],
+            )
+            .await?;
         let mut names: HashMap<String, String> = codes.into_iter().zip(names).collect();
         // Slots already opened in the cases this chunk touches.
         let mut cases: Vec<String> = recs
@@ -205,7 +252,14 @@ impl Builder for Timeline {
         }
         tx.upsert(
             &format!("event_types_v{v}"),
-            &["code", "name", "source", "created", "cancelled", "action_id"],
+            &[
+                "code",
+                "name",
+                "source",
+                "created",
+                "cancelled",
+                "action_id",
+            ],
             &["code"],
             &code_rows,
         )
@@ -234,11 +288,24 @@ impl Builder for Timeline {
                 ]
             })
             .collect();
-        tx.insert_with(&format!("timeline_v{v}"), COLUMNS, &rows, " ON CONFLICT (action_id) DO NOTHING").await?;
+        tx.insert_with(
+            &format!("timeline_v{v}"),
+            COLUMNS,
+            &rows,
+            " ON CONFLICT (action_id) DO NOTHING",
+        )
+        .await?;
         let new_slots: Vec<Vec<Val>> = slots
             .iter()
             .filter(|(k, _)| !known.contains_key(*k))
-            .map(|((c, s, n), id)| vec![c.as_str().into(), s.as_str().into(), (*n).into(), (*id).into()])
+            .map(|((c, s, n), id)| {
+                vec![
+                    c.as_str().into(),
+                    s.as_str().into(),
+                    (*n).into(),
+                    (*id).into(),
+                ]
+            })
             .collect();
         tx.insert_with(
             &format!("slots_v{v}"),

@@ -77,7 +77,12 @@ pub struct FaultPlan {
 
 impl Default for FaultPlan {
     fn default() -> Self {
-        Self { at: BTreeMap::new(), rate: 0.0, kinds: FaultKind::ALL.to_vec(), rng: StdRng::seed_from_u64(0) }
+        Self {
+            at: BTreeMap::new(),
+            rate: 0.0,
+            kinds: FaultKind::ALL.to_vec(),
+            rng: StdRng::seed_from_u64(0),
+        }
     }
 }
 
@@ -92,7 +97,12 @@ impl FaultPlan {
     }
 
     pub fn random(rate: f64, kinds: Vec<FaultKind>, seed: u64) -> Self {
-        Self { at: BTreeMap::new(), rate, kinds, rng: StdRng::seed_from_u64(seed) }
+        Self {
+            at: BTreeMap::new(),
+            rate,
+            kinds,
+            rng: StdRng::seed_from_u64(seed),
+        }
     }
 
     /// Parses `500@3,truncate@5,rate=0.1,kinds=500+reset,seed=7`.
@@ -113,7 +123,8 @@ impl FaultPlan {
             } else if let Some(s) = part.strip_prefix("seed=") {
                 seed = s.parse().map_err(|_| format!("bad fault seed {s:?}"))?;
             } else if let Some((k, n)) = part.split_once('@') {
-                let kind = FaultKind::parse(k).ok_or_else(|| format!("unknown fault kind {k:?}"))?;
+                let kind =
+                    FaultKind::parse(k).ok_or_else(|| format!("unknown fault kind {k:?}"))?;
                 let n: u64 = n.parse().map_err(|_| format!("bad request number {n:?}"))?;
                 p.at.insert(n, kind);
             } else {
@@ -149,7 +160,11 @@ mod tests {
         assert_eq!(p.decide(3), Some(FaultKind::Http500));
         assert_eq!(p.decide(5), Some(FaultKind::Truncate));
         let random: Vec<_> = (10..200).filter_map(|n| p.decide(n)).collect();
-        assert!(random.iter().all(|k| matches!(k, FaultKind::Reset | FaultKind::Slow)));
+        assert!(
+            random
+                .iter()
+                .all(|k| matches!(k, FaultKind::Reset | FaultKind::Slow))
+        );
         assert!(random.len() > 50 && random.len() < 140);
         assert!(FaultPlan::parse("boom@1").is_err());
         assert!(FaultPlan::parse("rate=2").is_err());

@@ -6,8 +6,8 @@
 //! ground truth it exposes (in process, or as JSON under `/_sim/`).
 
 pub mod faults;
-pub mod stream;
 pub mod server;
+pub mod stream;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, RwLock};
@@ -110,7 +110,9 @@ pub struct Simulator {
 }
 
 fn prague_today() -> chrono::NaiveDate {
-    chrono::Utc::now().with_timezone(&chrono_tz::Europe::Prague).date_naive()
+    chrono::Utc::now()
+        .with_timezone(&chrono_tz::Europe::Prague)
+        .date_naive()
 }
 
 impl Simulator {
@@ -152,7 +154,8 @@ impl Simulator {
 
     /// How many actions are published now.
     pub fn published(&self) -> usize {
-        let live = (self.inner.started.elapsed().as_secs_f64() * self.inner.opts.live_rate) as usize;
+        let live =
+            (self.inner.started.elapsed().as_secs_f64() * self.inner.opts.live_rate) as usize;
         self.inner.opts.actions + live + *self.inner.extra.lock().unwrap()
     }
 
@@ -170,7 +173,11 @@ impl Simulator {
         let g = self.inner.generator.read().unwrap();
         let evs = &g.events[..n];
         let start = evs.partition_point(|e| e.id <= after);
-        evs[start..].iter().take(limit).map(|e| g.render(e)).collect()
+        evs[start..]
+            .iter()
+            .take(limit)
+            .map(|e| g.render(e))
+            .collect()
     }
 
     /// Ground truth: every published action.
@@ -194,7 +201,14 @@ impl Simulator {
     }
 
     pub fn requests(&self) -> Vec<RequestLog> {
-        self.inner.counters.lock().unwrap().log.iter().cloned().collect()
+        self.inner
+            .counters
+            .lock()
+            .unwrap()
+            .log
+            .iter()
+            .cloned()
+            .collect()
     }
 
     /// Serves the simulator on `listener` until `shutdown` completes.
@@ -203,7 +217,9 @@ impl Simulator {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        axum::serve(listener, server::router(self)).with_graceful_shutdown(shutdown).await
+        axum::serve(listener, server::router(self))
+            .with_graceful_shutdown(shutdown)
+            .await
     }
 }
 
@@ -217,7 +233,14 @@ pub async fn spawn(opts: SimOptions) -> std::io::Result<(Simulator, String, SimG
     let task = tokio::spawn(sim.clone().serve(listener, async move {
         let _ = rx.await;
     }));
-    Ok((sim, format!("http://{addr}{SERVICE_PATH}"), SimGuard { tx: Some(tx), task: Some(task) }))
+    Ok((
+        sim,
+        format!("http://{addr}{SERVICE_PATH}"),
+        SimGuard {
+            tx: Some(tx),
+            task: Some(task),
+        },
+    ))
 }
 
 /// Stops a spawned simulator when dropped.

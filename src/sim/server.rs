@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, RawQuery, State};
-use axum::http::{header, StatusCode};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -17,7 +17,7 @@ use quick_xml::name::ResolveResult;
 use quick_xml::reader::NsReader;
 use serde::Deserialize;
 
-use super::{prague_today, FaultKind, RequestLog, Simulator, LOG_KEEP, SERVICE_PATH};
+use super::{FaultKind, LOG_KEEP, RequestLog, SERVICE_PATH, Simulator, prague_today};
 use crate::source::parse::{SOAP_ENV_NS, TYPES_NS};
 use crate::source::write;
 
@@ -47,11 +47,14 @@ fn decode(body: &[u8]) -> Result<Req, String> {
     r.config_mut().expand_empty_elements = true;
     let mut in_body = false;
     loop {
-        let (res, ev) = r.read_resolved_event().map_err(|e| format!("not well-formed XML: {e}"))?;
+        let (res, ev) = r
+            .read_resolved_event()
+            .map_err(|e| format!("not well-formed XML: {e}"))?;
         match ev {
             Event::Start(e) => {
                 let soap = matches!(res, ResolveResult::Bound(ns) if ns.as_ref() == SOAP_ENV_NS.as_bytes());
-                let types = matches!(res, ResolveResult::Bound(ns) if ns.as_ref() == TYPES_NS.as_bytes());
+                let types =
+                    matches!(res, ResolveResult::Bound(ns) if ns.as_ref() == TYPES_NS.as_bytes());
                 match e.local_name().as_ref() {
                     b"Envelope" | b"Header" if soap => {}
                     b"Body" if soap => in_body = true,
@@ -61,18 +64,27 @@ fn decode(body: &[u8]) -> Result<Req, String> {
                             match r.read_event().map_err(|e| e.to_string())? {
                                 Event::Start(c) if c.local_name().as_ref() == b"idPodnetu" => {
                                     let t = r.read_text(c.name()).map_err(|e| e.to_string())?;
-                                    after = Some(t.trim().parse().map_err(|_| format!("idPodnetu is not a number: {t:?}"))?);
+                                    after = Some(t.trim().parse().map_err(|_| {
+                                        format!("idPodnetu is not a number: {t:?}")
+                                    })?);
                                 }
                                 Event::End(_) => break,
                                 Event::Eof => return Err("unexpected end of request".into()),
                                 _ => {}
                             }
                         }
-                        return after.map(Req::AfterId).ok_or_else(|| "idPodnetu missing".to_string());
+                        return after
+                            .map(Req::AfterId)
+                            .ok_or_else(|| "idPodnetu missing".to_string());
                     }
-                    b"getIsirWsPublicPosledniIdDataRequest" if in_body && types => return Ok(Req::LastId),
+                    b"getIsirWsPublicPosledniIdDataRequest" if in_body && types => {
+                        return Ok(Req::LastId);
+                    }
                     other => {
-                        return Err(format!("unexpected element {}", String::from_utf8_lossy(other)));
+                        return Err(format!(
+                            "unexpected element {}",
+                            String::from_utf8_lossy(other)
+                        ));
                     }
                 }
             }
@@ -101,16 +113,35 @@ async fn soap(State(sim): State<Simulator>, body: Bytes) -> Response {
         };
         *c.stats.by_operation.entry(op.to_string()).or_default() += 1;
         let now = Instant::now();
-        while c.minute.front().is_some_and(|t| now.duration_since(*t).as_secs() >= 60) {
+        while c
+            .minute
+            .front()
+            .is_some_and(|t| now.duration_since(*t).as_secs() >= 60)
+        {
             c.minute.pop_front();
         }
         c.minute.push_back(now);
-        let over_day = inner.opts.daily_limit.is_some_and(|l| c.stats.requests_today > l);
-        let over_min = inner.opts.per_minute_limit.is_some_and(|l| c.minute.len() as u64 > l);
+        let over_day = inner
+            .opts
+            .daily_limit
+            .is_some_and(|l| c.stats.requests_today > l);
+        let over_min = inner
+            .opts
+            .per_minute_limit
+            .is_some_and(|l| c.minute.len() as u64 > l);
         if over_day || over_min {
             c.stats.over_limit += 1;
         }
-        (c.stats.requests_total, if over_day { Some(true) } else if over_min { Some(false) } else { None })
+        (
+            c.stats.requests_total,
+            if over_day {
+                Some(true)
+            } else if over_min {
+                Some(false)
+            } else {
+                None
+            },
+        )
     };
     let log = |outcome: String, records: usize, last_id: Option<i64>| {
         let mut c = inner.counters.lock().unwrap();
@@ -119,7 +150,14 @@ async fn soap(State(sim): State<Simulator>, body: Bytes) -> Response {
             Ok(Req::LastId) => ("last_id", None),
             Err(_) => ("invalid", None),
         };
-        c.log.push_back(RequestLog { n, operation: operation.into(), after, outcome, records, last_id });
+        c.log.push_back(RequestLog {
+            n,
+            operation: operation.into(),
+            after,
+            outcome,
+            records,
+            last_id,
+        });
         if c.log.len() > LOG_KEEP {
             c.log.pop_front();
         }
@@ -127,14 +165,24 @@ async fn soap(State(sim): State<Simulator>, body: Bytes) -> Response {
     let last_id_op = matches!(req, Ok(Req::LastId));
     if let Some(daily) = over {
         log("over_limit".into(), 0, None);
-        let text = if daily { "Překročen denní limit požadavků" } else { "Překročen minutový limit požadavků" };
-        return xml(StatusCode::OK, write::chyba_response(last_id_op, "SERVER1", text));
+        let text = if daily {
+            "Překročen denní limit požadavků"
+        } else {
+            "Překročen minutový limit požadavků"
+        };
+        return xml(
+            StatusCode::OK,
+            write::chyba_response(last_id_op, "SERVER1", text),
+        );
     }
     let req = match &req {
         Ok(r) => r,
         Err(e) => {
             log("client_fault".into(), 0, None);
-            return xml(StatusCode::INTERNAL_SERVER_ERROR, write::fault_response("S:Client", e));
+            return xml(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                write::fault_response("S:Client", e),
+            );
         }
     };
     if !inner.opts.latency.is_zero() {
@@ -142,7 +190,14 @@ async fn soap(State(sim): State<Simulator>, body: Bytes) -> Response {
     }
     let fault = inner.faults.lock().unwrap().decide(n);
     if let Some(k) = fault {
-        *inner.counters.lock().unwrap().stats.faults_served.entry(k.as_str().to_string()).or_default() += 1;
+        *inner
+            .counters
+            .lock()
+            .unwrap()
+            .stats
+            .faults_served
+            .entry(k.as_str().to_string())
+            .or_default() += 1;
     }
     let (answer, records, last) = match req {
         Req::AfterId(after) => {
@@ -167,7 +222,12 @@ async fn soap(State(sim): State<Simulator>, body: Bytes) -> Response {
     }
 }
 
-async fn produce_fault(sim: &Simulator, k: FaultKind, last_id_op: bool, answer: String) -> Response {
+async fn produce_fault(
+    sim: &Simulator,
+    k: FaultKind,
+    last_id_op: bool,
+    answer: String,
+) -> Response {
     match k {
         FaultKind::Http500 => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -182,10 +242,14 @@ async fn produce_fault(sim: &Simulator, k: FaultKind, last_id_op: bool, answer: 
             }
             xml(StatusCode::OK, answer[..cut].to_string())
         }
-        FaultKind::SoapFault => {
-            xml(StatusCode::INTERNAL_SERVER_ERROR, write::fault_response("S:Server", "Internal error"))
-        }
-        FaultKind::Chyba => xml(StatusCode::OK, write::chyba_response(last_id_op, "WS2", "Chyba při zpracování požadavku")),
+        FaultKind::SoapFault => xml(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            write::fault_response("S:Server", "Internal error"),
+        ),
+        FaultKind::Chyba => xml(
+            StatusCode::OK,
+            write::chyba_response(last_id_op, "WS2", "Chyba při zpracování požadavku"),
+        ),
         FaultKind::Garbage => (
             StatusCode::OK,
             [(header::CONTENT_TYPE, XML)],
@@ -198,7 +262,10 @@ async fn produce_fault(sim: &Simulator, k: FaultKind, last_id_op: bool, answer: 
         }
         FaultKind::Reset => {
             let stream = futures::stream::once(async {
-                Err::<Bytes, std::io::Error>(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "simulated reset"))
+                Err::<Bytes, std::io::Error>(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "simulated reset",
+                ))
             });
             Response::builder()
                 .status(StatusCode::OK)
@@ -214,7 +281,11 @@ async fn wsdl(State(sim): State<Simulator>, RawQuery(q): RawQuery) -> Response {
         sim.inner.counters.lock().unwrap().stats.wsdl_requests += 1;
         xml(StatusCode::OK, WSDL.to_string())
     } else {
-        (StatusCode::METHOD_NOT_ALLOWED, "POST a SOAP request, or GET ?wsdl\n").into_response()
+        (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "POST a SOAP request, or GET ?wsdl\n",
+        )
+            .into_response()
     }
 }
 
@@ -233,7 +304,10 @@ struct TruthQuery {
 }
 
 async fn truth(State(sim): State<Simulator>, Query(q): Query<TruthQuery>) -> Response {
-    let actions = sim.truth_after(q.after.unwrap_or(i64::MIN), q.limit.unwrap_or(1000).min(100_000));
+    let actions = sim.truth_after(
+        q.after.unwrap_or(i64::MIN),
+        q.limit.unwrap_or(1000).min(100_000),
+    );
     Json(actions).into_response()
 }
 

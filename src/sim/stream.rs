@@ -86,33 +86,200 @@ pub struct Ev {
 
 /// The first simulated action's time: 2 January 2008, 08:00 Prague.
 pub fn base_time() -> DateTime<Utc> {
-    Prague.with_ymd_and_hms(2008, 1, 2, 8, 0, 0).unwrap().with_timezone(&Utc)
+    Prague
+        .with_ymd_and_hms(2008, 1, 2, 8, 0, 0)
+        .unwrap()
+        .with_timezone(&Utc)
 }
 
 const COURTS: &[&str] = &[
-    "MSPHAAB", "KSSTCAB", "KSJICCB", "KSZPCPM", "KSSCEUL", "KSSECULP1", "KSVYCHK", "KSVYCHKP1", "KSJIMBM",
-    "KSSEMOS", "KSSEMOSP1", "VSSTCAB", "VSSEMOC",
+    "MSPHAAB",
+    "KSSTCAB",
+    "KSJICCB",
+    "KSZPCPM",
+    "KSSCEUL",
+    "KSSECULP1",
+    "KSVYCHK",
+    "KSVYCHKP1",
+    "KSJIMBM",
+    "KSSEMOS",
+    "KSSEMOSP1",
+    "VSSTCAB",
+    "VSSEMOC",
 ];
 const COURT_WEIGHTS: &[u32] = &[14, 12, 6, 6, 9, 4, 6, 4, 13, 14, 6, 1, 1];
 
-const MALE_FIRST: &[&str] = &["Jan", "Petr", "Josef", "Pavel", "Martin", "Tomáš", "Jiří", "Lukáš", "Zdeněk", "Miroslav", "Václav", "Michal", "František", "Jaroslav", "Radek", "Ondřej"];
-const FEMALE_FIRST: &[&str] = &["Jana", "Marie", "Eva", "Hana", "Anna", "Lenka", "Kateřina", "Věra", "Lucie", "Alena", "Petra", "Zuzana", "Jitka", "Markéta", "Šárka", "Ivana"];
-const MALE_SUR: &[&str] = &["Novák", "Svoboda", "Novotný", "Dvořák", "Černý", "Procházka", "Kučera", "Veselý", "Horák", "Němec", "Pokorný", "Marek", "Pospíšil", "Hájek", "Jelínek", "Růžička", "Beneš", "Fiala", "Sedláček", "Doležal", "Zeman", "Kolář", "Navrátil", "Čermák", "Šťastný", "Kříž", "Vaněk", "Urban", "Blažek", "Kříž"];
-const FEMALE_SUR: &[&str] = &["Nováková", "Svobodová", "Novotná", "Dvořáková", "Černá", "Procházková", "Kučerová", "Veselá", "Horáková", "Němcová", "Pokorná", "Marková", "Pospíšilová", "Hájková", "Jelínková", "Růžičková", "Benešová", "Fialová", "Sedláčková", "Doležalová", "Zemanová", "Kolářová", "Navrátilová", "Čermáková", "Šťastná", "Křížová", "Vaňková", "Urbanová", "Blažková", "Žáková"];
-const COMPANY_WORDS: &[&str] = &["Stavby", "Doprava", "Agro", "Řemesla", "Obchod", "Elektro", "Dřevo", "Kovo", "Textil", "Pekárna", "Služby", "Reality", "Technik", "Zámečnictví", "Úklid", "Gastro"];
-const COMPANY_PLACES: &[&str] = &["Morava", "Čechy", "Vysočina", "Šumava", "Krkonoše", "Haná", "Slezsko", "Polabí", "Praha", "Brno"];
+const MALE_FIRST: &[&str] = &[
+    "Jan",
+    "Petr",
+    "Josef",
+    "Pavel",
+    "Martin",
+    "Tomáš",
+    "Jiří",
+    "Lukáš",
+    "Zdeněk",
+    "Miroslav",
+    "Václav",
+    "Michal",
+    "František",
+    "Jaroslav",
+    "Radek",
+    "Ondřej",
+];
+const FEMALE_FIRST: &[&str] = &[
+    "Jana",
+    "Marie",
+    "Eva",
+    "Hana",
+    "Anna",
+    "Lenka",
+    "Kateřina",
+    "Věra",
+    "Lucie",
+    "Alena",
+    "Petra",
+    "Zuzana",
+    "Jitka",
+    "Markéta",
+    "Šárka",
+    "Ivana",
+];
+const MALE_SUR: &[&str] = &[
+    "Novák",
+    "Svoboda",
+    "Novotný",
+    "Dvořák",
+    "Černý",
+    "Procházka",
+    "Kučera",
+    "Veselý",
+    "Horák",
+    "Němec",
+    "Pokorný",
+    "Marek",
+    "Pospíšil",
+    "Hájek",
+    "Jelínek",
+    "Růžička",
+    "Beneš",
+    "Fiala",
+    "Sedláček",
+    "Doležal",
+    "Zeman",
+    "Kolář",
+    "Navrátil",
+    "Čermák",
+    "Šťastný",
+    "Kříž",
+    "Vaněk",
+    "Urban",
+    "Blažek",
+    "Kříž",
+];
+const FEMALE_SUR: &[&str] = &[
+    "Nováková",
+    "Svobodová",
+    "Novotná",
+    "Dvořáková",
+    "Černá",
+    "Procházková",
+    "Kučerová",
+    "Veselá",
+    "Horáková",
+    "Němcová",
+    "Pokorná",
+    "Marková",
+    "Pospíšilová",
+    "Hájková",
+    "Jelínková",
+    "Růžičková",
+    "Benešová",
+    "Fialová",
+    "Sedláčková",
+    "Doležalová",
+    "Zemanová",
+    "Kolářová",
+    "Navrátilová",
+    "Čermáková",
+    "Šťastná",
+    "Křížová",
+    "Vaňková",
+    "Urbanová",
+    "Blažková",
+    "Žáková",
+];
+const COMPANY_WORDS: &[&str] = &[
+    "Stavby",
+    "Doprava",
+    "Agro",
+    "Řemesla",
+    "Obchod",
+    "Elektro",
+    "Dřevo",
+    "Kovo",
+    "Textil",
+    "Pekárna",
+    "Služby",
+    "Reality",
+    "Technik",
+    "Zámečnictví",
+    "Úklid",
+    "Gastro",
+];
+const COMPANY_PLACES: &[&str] = &[
+    "Morava",
+    "Čechy",
+    "Vysočina",
+    "Šumava",
+    "Krkonoše",
+    "Haná",
+    "Slezsko",
+    "Polabí",
+    "Praha",
+    "Brno",
+];
 const LEGAL_FORMS: &[&str] = &["s.r.o.", "a.s.", "v.o.s.", "družstvo", "k.s."];
 /// (city, district, postcode)
 const CITIES: &[(&str, &str, &str)] = &[
-    ("Praha", "Hlavní město Praha", "110 00"), ("Brno", "Brno-město", "602 00"), ("Ostrava", "Ostrava-město", "702 00"),
-    ("Plzeň", "Plzeň-město", "301 00"), ("Liberec", "Liberec", "460 01"), ("Olomouc", "Olomouc", "779 00"),
-    ("České Budějovice", "České Budějovice", "370 01"), ("Hradec Králové", "Hradec Králové", "500 02"),
-    ("Ústí nad Labem", "Ústí nad Labem", "400 01"), ("Pardubice", "Pardubice", "530 02"), ("Zlín", "Zlín", "760 01"),
-    ("Kladno", "Kladno", "272 01"), ("Most", "Most", "434 01"), ("Opava", "Opava", "746 01"), ("Frýdek-Místek", "Frýdek-Místek", "738 01"),
-    ("Karviná", "Karviná", "733 01"), ("Jihlava", "Jihlava", "586 01"), ("Děčín", "Děčín", "405 02"), ("Třebíč", "Třebíč", "674 01"),
+    ("Praha", "Hlavní město Praha", "110 00"),
+    ("Brno", "Brno-město", "602 00"),
+    ("Ostrava", "Ostrava-město", "702 00"),
+    ("Plzeň", "Plzeň-město", "301 00"),
+    ("Liberec", "Liberec", "460 01"),
+    ("Olomouc", "Olomouc", "779 00"),
+    ("České Budějovice", "České Budějovice", "370 01"),
+    ("Hradec Králové", "Hradec Králové", "500 02"),
+    ("Ústí nad Labem", "Ústí nad Labem", "400 01"),
+    ("Pardubice", "Pardubice", "530 02"),
+    ("Zlín", "Zlín", "760 01"),
+    ("Kladno", "Kladno", "272 01"),
+    ("Most", "Most", "434 01"),
+    ("Opava", "Opava", "746 01"),
+    ("Frýdek-Místek", "Frýdek-Místek", "738 01"),
+    ("Karviná", "Karviná", "733 01"),
+    ("Jihlava", "Jihlava", "586 01"),
+    ("Děčín", "Děčín", "405 02"),
+    ("Třebíč", "Třebíč", "674 01"),
     ("Šumperk", "Šumperk", "787 01"),
 ];
-const STREETS: &[&str] = &["Hlavní", "Nádražní", "Školní", "Zahradní", "Komenského", "Masarykova", "Husova", "Palackého", "Údolní", "Jiráskova", "Lesní", "Polní", "Tyršova", "Žižkova", "Čechova"];
+const STREETS: &[&str] = &[
+    "Hlavní",
+    "Nádražní",
+    "Školní",
+    "Zahradní",
+    "Komenského",
+    "Masarykova",
+    "Husova",
+    "Palackého",
+    "Údolní",
+    "Jiráskova",
+    "Lesní",
+    "Polní",
+    "Tyršova",
+    "Žižkova",
+    "Čechova",
+];
 
 /// A small stable hash (splitmix64) to derive per-action and per-person randomness
 /// without storing it.
@@ -174,7 +341,9 @@ impl Generator {
 
     fn year_of(&self, t: u32) -> u16 {
         use chrono::Datelike;
-        (base_time() + Duration::seconds(t as i64)).with_timezone(&Prague).year() as u16
+        (base_time() + Duration::seconds(t as i64))
+            .with_timezone(&Prague)
+            .year() as u16
     }
 
     fn step(&mut self) {
@@ -197,7 +366,11 @@ impl Generator {
         }
         // Recent cases move faster than old ones.
         let n = self.active.len();
-        let i = if self.rng.gen_bool(0.6) { n - 1 - self.rng.gen_range(0..n.min(50)) } else { self.rng.gen_range(0..n) };
+        let i = if self.rng.gen_bool(0.6) {
+            n - 1 - self.rng.gen_range(0..n.min(50))
+        } else {
+            self.rng.gen_range(0..n)
+        };
         let case = self.active[i].0;
         let (st, arg) = self.active[i].1.pop_front().expect("active case has steps");
         if self.active[i].1.is_empty() {
@@ -208,11 +381,21 @@ impl Generator {
 
     fn push(&mut self, case: u32, step: Step, arg: u16) {
         // Non-public actions consume IDs: gaps of 1-3 about a third of the time.
-        let gap = if self.rng.gen_bool(0.3) { self.rng.gen_range(1..4) } else { 0 };
+        let gap = if self.rng.gen_bool(0.3) {
+            self.rng.gen_range(1..4)
+        } else {
+            0
+        };
         self.next_id += gap;
         let id = self.next_id;
         self.next_id += 1;
-        self.events.push(Ev { id, case, t: self.clock, step, arg });
+        self.events.push(Ev {
+            id,
+            case,
+            t: self.clock,
+            step,
+            arg,
+        });
     }
 
     fn open_case(&mut self) {
@@ -330,7 +513,11 @@ impl Generator {
         let base = base_time() + Duration::seconds(ev.t as i64);
         // Publication can go backwards by weeks; creation is usually a little earlier,
         // sometimes later than publication.
-        let published = if h % 50 == 0 { base - Duration::days(7 + (h >> 8) as i64 % 35) } else { base };
+        let published = if h % 50 == 0 {
+            base - Duration::days(7 + (h >> 8) as i64 % 35)
+        } else {
+            base
+        };
         let created = if h % 97 == 1 {
             published + Duration::minutes(1 + (h >> 16) as i64 % 300)
         } else {
@@ -340,7 +527,11 @@ impl Generator {
             ("INS -1/-1".to_string(), "CCA".to_string(), None)
         } else {
             let c = self.cases[ev.case as usize];
-            (format!("INS {}/{}", c.number, c.year), COURTS[c.court as usize].to_string(), Some(c))
+            (
+                format!("INS {}/{}", c.number, c.year),
+                COURTS[c.court as usize].to_string(),
+                Some(c),
+            )
         };
         let pdate = |d: DateTime<Utc>| date_str(d);
         let mut detail = Detail {
@@ -355,7 +546,12 @@ impl Generator {
         let mut doc = true;
         let mut section: Option<(&str, i64)> = None;
         let mut note = true;
-        let state = |s: &str| Some(CaseBlock { state: Some(s.to_string()), ..Default::default() });
+        let state = |s: &str| {
+            Some(CaseBlock {
+                state: Some(s.to_string()),
+                ..Default::default()
+            })
+        };
         let code: &str = match ev.step {
             Step::Petition => {
                 detail.case = state("NEVYRIZENA");
@@ -367,15 +563,35 @@ impl Generator {
                     _ => "5",
                 }
             }
-            Step::DebtorPerson | Step::PetitioningCreditor | Step::AdminPerson | Step::CreditorPerson | Step::AddressChange => {
+            Step::DebtorPerson
+            | Step::PetitioningCreditor
+            | Step::AdminPerson
+            | Step::CreditorPerson
+            | Step::AddressChange => {
                 doc = false;
                 let c = case.expect("person of a case");
-                detail = Detail { schema_version: Some("1_10".into()), origin: detail.origin, ..Default::default() };
+                detail = Detail {
+                    schema_version: Some("1_10".into()),
+                    origin: detail.origin,
+                    ..Default::default()
+                };
                 let p = match ev.step {
-                    Step::DebtorPerson | Step::AddressChange => self.debtor(ev.case, &c, ev.step == Step::AddressChange, base),
-                    Step::PetitioningCreditor => self.company(mix(self.seed ^ ev.case as u64 ^ 0xC0FFEE), "VĚŘIT-NAVR", 1, base),
+                    Step::DebtorPerson | Step::AddressChange => {
+                        self.debtor(ev.case, &c, ev.step == Step::AddressChange, base)
+                    }
+                    Step::PetitioningCreditor => self.company(
+                        mix(self.seed ^ ev.case as u64 ^ 0xC0FFEE),
+                        "VĚŘIT-NAVR",
+                        1,
+                        base,
+                    ),
                     Step::AdminPerson => self.administrator(c.admin, base),
-                    _ => self.company(mix(self.seed ^ ((ev.case as u64) << 16) ^ ev.arg as u64), "VĚŘITEL", 2 + ev.arg as u32, base),
+                    _ => self.company(
+                        mix(self.seed ^ ((ev.case as u64) << 16) ^ ev.arg as u64),
+                        "VĚŘITEL",
+                        2 + ev.arg as u32,
+                        base,
+                    ),
                 };
                 detail.person = Some(p);
                 if ev.step == Step::AddressChange {
@@ -488,7 +704,11 @@ impl Generator {
             }
             Step::FinalLegalForce => {
                 doc = false;
-                let slot = if case.unwrap().track == Track::Rejected { 1 } else { 7 };
+                let slot = if case.unwrap().track == Track::Rejected {
+                    1
+                } else {
+                    7
+                };
                 section = Some(("B", slot));
                 detail.secondary_action = Some(Flag::T);
                 detail.legal_force_date = Some(pdate(base - Duration::days(1)));
@@ -537,9 +757,13 @@ impl Generator {
             }
         };
         let type_name = if ev.step == Step::CodeList {
-            crate::codes::event_type_name("4").unwrap_or_default().to_string()
+            crate::codes::event_type_name("4")
+                .unwrap_or_default()
+                .to_string()
         } else {
-            crate::codes::event_type_name(code).unwrap_or("Neznámá událost").to_string()
+            crate::codes::event_type_name(code)
+                .unwrap_or("Neznámá událost")
+                .to_string()
         };
         let (section, number_in_section) = match section {
             Some(("P", n)) => (Some(format!("P{n}")), Some(1)),
@@ -551,7 +775,10 @@ impl Generator {
             created: time_str(created),
             published: time_str(published),
             document_url: doc.then(|| {
-                format!("https://isir.justice.cz:8443/isir_public_ws/doc/Document?idDokument={}", 40_000_000 + ev.id)
+                format!(
+                    "https://isir.justice.cz:8443/isir_public_ws/doc/Document?idDokument={}",
+                    40_000_000 + ev.id
+                )
             }),
             case_number,
             type_code: code.to_string(),
@@ -601,7 +828,14 @@ impl Generator {
         let day = 1 + (h >> 31) % 28;
         let rc = birth_number(year as i32, month as u32, day as u32, female, h >> 35);
         let birth = format!("{year:04}-{month:02}-{day:02}+01:00");
-        let mut id = format!("{}{}{:02}{:02}{:02}", upper(sur), upper(first), day, month, year % 100);
+        let mut id = format!(
+            "{}{}{:02}{:02}{:02}",
+            upper(sur),
+            upper(first),
+            day,
+            month,
+            year % 100
+        );
         id.push_str(" 1");
         let mut addrs = vec![Self::address(h, true, at - Duration::days(400))];
         if moved {
@@ -624,9 +858,19 @@ impl Generator {
 
     fn company(&self, h: u64, role: &str, n: u32, at: DateTime<Utc>) -> Person {
         let form = pick(h >> 7, LEGAL_FORMS);
-        let name = format!("{} {} {}", pick(h >> 9, COMPANY_WORDS), pick(h >> 15, COMPANY_PLACES), form);
+        let name = format!(
+            "{} {} {}",
+            pick(h >> 9, COMPANY_WORDS),
+            pick(h >> 15, COMPANY_PLACES),
+            form
+        );
         let ico = ico_from(h >> 20);
-        let id = format!("{}{} {}", upper(&name).chars().take(10).collect::<String>(), ico, n);
+        let id = format!(
+            "{}{} {}",
+            upper(&name).chars().take(10).collect::<String>(),
+            ico,
+            n
+        );
         Person {
             id,
             role: Some(role.into()),
@@ -664,7 +908,10 @@ impl Generator {
 }
 
 fn upper(s: &str) -> String {
-    s.chars().filter(|c| !c.is_whitespace() && *c != '.').flat_map(|c| c.to_uppercase()).collect()
+    s.chars()
+        .filter(|c| !c.is_whitespace() && *c != '.')
+        .flat_map(|c| c.to_uppercase())
+        .collect()
 }
 
 /// A valid 8-digit IČO (weighted mod-11 check digit).
@@ -694,7 +941,9 @@ pub fn birth_number(year: i32, month: u32, day: u32, female: bool, h: u64) -> St
 
 /// `2015-01-05T10:23:08.000+01:00` in Prague time.
 pub fn time_str(t: DateTime<Utc>) -> String {
-    t.with_timezone(&Prague).format("%Y-%m-%dT%H:%M:%S%.3f%:z").to_string()
+    t.with_timezone(&Prague)
+        .format("%Y-%m-%dT%H:%M:%S%.3f%:z")
+        .to_string()
 }
 
 /// `2015-08-21+02:00` in Prague time.

@@ -73,13 +73,17 @@ impl SourceClient {
 
     /// The actions with an ID strictly greater than `after`, validated. One request.
     pub async fn fetch_after(&self, after: i64) -> Result<Page, SourceError> {
-        let body = self.call(Operation::AfterId, write::request_after_id(after)).await?;
+        let body = self
+            .call(Operation::AfterId, write::request_after_id(after))
+            .await?;
         parse::parse_data_response(&body, after)
     }
 
     /// The newest action ID the service knows. One request.
     pub async fn last_id(&self) -> Result<i64, SourceError> {
-        let body = self.call(Operation::LastId, write::request_last_id()).await?;
+        let body = self
+            .call(Operation::LastId, write::request_last_id())
+            .await?;
         parse::parse_last_id_response(&body)
     }
 
@@ -106,20 +110,32 @@ impl SourceClient {
             return Err(e);
         }
         if status.is_server_error() || status.as_u16() == 429 || status.as_u16() == 408 {
-            Err(SourceError::Retryable(format!("{}: HTTP {status}", op.as_str())))
+            Err(SourceError::Retryable(format!(
+                "{}: HTTP {status}",
+                op.as_str()
+            )))
         } else {
-            Err(SourceError::Refused { code: Some(format!("HTTP {}", status.as_u16())), text: None })
+            Err(SourceError::Refused {
+                code: Some(format!("HTTP {}", status.as_u16())),
+                text: None,
+            })
         }
     }
 
-    async fn read_limited(&self, op: Operation, mut resp: reqwest::Response) -> Result<Vec<u8>, SourceError> {
+    async fn read_limited(
+        &self,
+        op: Operation,
+        mut resp: reqwest::Response,
+    ) -> Result<Vec<u8>, SourceError> {
         let limit = self.opts.max_body_bytes;
         if let Some(len) = resp.content_length() {
             if len as usize > limit {
                 return Err(too_large(op, limit));
             }
         }
-        let mut buf = Vec::with_capacity(resp.content_length().unwrap_or(64 * 1024).min(limit as u64) as usize);
+        let mut buf = Vec::with_capacity(
+            resp.content_length().unwrap_or(64 * 1024).min(limit as u64) as usize,
+        );
         loop {
             match resp.chunk().await {
                 Ok(Some(chunk)) => {

@@ -10,7 +10,11 @@ use std::time::Duration;
 pub enum GateError {
     /// The daily budget is spent; it resets at the given instant (RFC 3339).
     #[error("daily request budget spent ({used}/{limit}); resets at {resets_at}")]
-    BudgetExhausted { used: u64, limit: u64, resets_at: String },
+    BudgetExhausted {
+        used: u64,
+        limit: u64,
+        resets_at: String,
+    },
     /// The per-minute limit would be exceeded; try again after the given time.
     #[error("per-minute request limit reached; retry in {retry_after:?}")]
     RateLimited { retry_after: Duration },
@@ -28,10 +32,16 @@ pub enum SourceError {
     Retryable(String),
     /// The source answered with a `CHYBA` status.
     #[error("source refused the request: status CHYBA, code {code:?}: {text:?}")]
-    Refused { code: Option<String>, text: Option<String> },
+    Refused {
+        code: Option<String>,
+        text: Option<String>,
+    },
     /// The source answered with a SOAP Fault.
     #[error("source answered with a SOAP Fault {code:?}: {text:?}")]
-    Fault { code: Option<String>, text: Option<String> },
+    Fault {
+        code: Option<String>,
+        text: Option<String>,
+    },
     /// The answer cannot be accepted: not XML, an unexpected envelope, records out of
     /// order or not above the requested ID, a required field missing, too large.
     #[error("invalid answer from the source: {0}")]

@@ -36,7 +36,11 @@ pub struct LocalGate {
 impl LocalGate {
     pub fn new(per_minute: u32, total: u64) -> Self {
         let q = Quota::per_minute(NonZeroU32::new(per_minute.max(1)).unwrap());
-        Self { limiter: RateLimiter::direct(q), total, used: AtomicU64::new(0) }
+        Self {
+            limiter: RateLimiter::direct(q),
+            total,
+            used: AtomicU64::new(0),
+        }
     }
 }
 
@@ -44,7 +48,9 @@ impl LocalGate {
 impl Gate for LocalGate {
     async fn acquire(&self, _op: Operation) -> Result<(), GateError> {
         if let Err(n) = self.limiter.check() {
-            return Err(GateError::RateLimited { retry_after: n.wait_time_from(DefaultClock::default().now()) });
+            return Err(GateError::RateLimited {
+                retry_after: n.wait_time_from(DefaultClock::default().now()),
+            });
         }
         let used = self.used.fetch_add(1, Ordering::SeqCst);
         if used >= self.total {

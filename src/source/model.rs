@@ -39,7 +39,9 @@ pub enum Note {
     Absent,
     Parsed(Detail),
     /// The raw text is kept in `Action::note`; this says why it was not understood.
-    Unparsed { error: String },
+    Unparsed {
+        error: String,
+    },
 }
 
 /// A `T`/`F` flag, with any other value kept verbatim.

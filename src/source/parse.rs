@@ -132,7 +132,10 @@ pub fn parse_data_response(body: &[u8], after: i64) -> Result<Page, SourceError>
     for rec in &records {
         if rec.action.id <= prev {
             return Err(SourceError::Invalid(if prev == after {
-                format!("record {} is not above the requested ID {after}", rec.action.id)
+                format!(
+                    "record {} is not above the requested ID {after}",
+                    rec.action.id
+                )
             } else {
                 format!("records not ascending: {} after {prev}", rec.action.id)
             }));
@@ -146,7 +149,9 @@ pub fn parse_data_response(body: &[u8], after: i64) -> Result<Page, SourceError>
 pub fn parse_last_id_response(body: &[u8]) -> Result<i64, SourceError> {
     match parse_envelope(body, Expect::LastId)? {
         Answer::LastId(Some(id)) => Ok(id),
-        Answer::LastId(None) => Err(SourceError::Invalid("no cisloPosledniId in the answer".into())),
+        Answer::LastId(None) => Err(SourceError::Invalid(
+            "no cisloPosledniId in the answer".into(),
+        )),
         Answer::Data(_) => unreachable!(),
     }
 }
@@ -167,12 +172,16 @@ fn parse_envelope(body: &[u8], expect: Expect) -> Result<Answer, SourceError> {
                     "truncated body: the document ends after {} bytes before the envelope closes",
                     body.len()
                 )),
-                XmlError::Syntax(_) if in_envelope && reached_end => SourceError::Retryable(format!(
-                    "truncated body: the document ends after {} bytes inside a tag",
-                    body.len()
-                )),
+                XmlError::Syntax(_) if in_envelope && reached_end => {
+                    SourceError::Retryable(format!(
+                        "truncated body: the document ends after {} bytes inside a tag",
+                        body.len()
+                    ))
+                }
                 XmlError::Eof => SourceError::Invalid("empty or non-SOAP body".into()),
-                XmlError::Syntax(m) => SourceError::Invalid(format!("not well-formed XML at byte {at}: {m}")),
+                XmlError::Syntax(m) => {
+                    SourceError::Invalid(format!("not well-formed XML at byte {at}: {m}"))
+                }
                 XmlError::Content(m) => SourceError::Invalid(format!("{m} (near byte {at})")),
             })
         }
@@ -220,7 +229,11 @@ impl Bindings {
         }
         let name = e.name();
         let prefix: &[u8] = name.prefix().map(|p| p.into_inner()).unwrap_or(b"");
-        self.decl.iter().rev().find(|(p, _)| p.as_slice() == prefix).is_some_and(|(_, u)| u.as_slice() == uri.as_bytes())
+        self.decl
+            .iter()
+            .rev()
+            .find(|(p, _)| p.as_slice() == prefix)
+            .is_some_and(|(_, u)| u.as_slice() == uri.as_bytes())
     }
 }
 
@@ -228,7 +241,12 @@ fn local(e: &BytesStart) -> String {
     String::from_utf8_lossy(e.local_name().as_ref()).into_owned()
 }
 
-fn envelope(r: &mut Reader<&[u8]>, ns: &mut Bindings, expect: Expect, in_envelope: &mut bool) -> Result<Answer, Outcome> {
+fn envelope(
+    r: &mut Reader<&[u8]>,
+    ns: &mut Bindings,
+    expect: Expect,
+    in_envelope: &mut bool,
+) -> Result<Answer, Outcome> {
     // Prolog, then the Envelope.
     loop {
         match r.read_event()? {
@@ -237,10 +255,15 @@ fn envelope(r: &mut Reader<&[u8]>, ns: &mut Bindings, expect: Expect, in_envelop
                     *in_envelope = true;
                     break;
                 }
-                return Err(invalid(format!("unexpected root element <{}>, not a SOAP envelope", local(&e))));
+                return Err(invalid(format!(
+                    "unexpected root element <{}>, not a SOAP envelope",
+                    local(&e)
+                )));
             }
             Event::Text(t) if is_blank(&t) => {}
-            Event::Text(_) | Event::CData(_) => return Err(invalid("text before the SOAP envelope")),
+            Event::Text(_) | Event::CData(_) => {
+                return Err(invalid("text before the SOAP envelope"));
+            }
             Event::DocType(_) => return Err(invalid("DOCTYPE is not allowed")),
             Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
             _ => {}
@@ -249,9 +272,18 @@ fn envelope(r: &mut Reader<&[u8]>, ns: &mut Bindings, expect: Expect, in_envelop
     // Header (skipped), then Body.
     loop {
         match r.read_event()? {
-            Event::Start(e) if e.local_name().as_ref() == b"Body" && ns.is_in(&e, SOAP_ENV_NS) => break,
-            Event::Start(e) if e.local_name().as_ref() == b"Header" => r.read_to_end(e.name()).map(|_| ())?,
-            Event::Start(e) => return Err(invalid(format!("unexpected <{}> in the SOAP envelope", local(&e)))),
+            Event::Start(e) if e.local_name().as_ref() == b"Body" && ns.is_in(&e, SOAP_ENV_NS) => {
+                break;
+            }
+            Event::Start(e) if e.local_name().as_ref() == b"Header" => {
+                r.read_to_end(e.name()).map(|_| ())?
+            }
+            Event::Start(e) => {
+                return Err(invalid(format!(
+                    "unexpected <{}> in the SOAP envelope",
+                    local(&e)
+                )));
+            }
             Event::End(_) => return Err(invalid("SOAP envelope without a Body")),
             Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
             Event::DocType(_) => return Err(invalid("DOCTYPE is not allowed")),
@@ -264,7 +296,9 @@ fn envelope(r: &mut Reader<&[u8]>, ns: &mut Bindings, expect: Expect, in_envelop
             Event::Start(e) if e.local_name().as_ref() == b"Fault" && ns.is_in(&e, SOAP_ENV_NS) => {
                 return Err(fault(r));
             }
-            Event::Start(e) if e.local_name().as_ref() == expect.wrapper() && ns.is_in(&e, TYPES_NS) => {
+            Event::Start(e)
+                if e.local_name().as_ref() == expect.wrapper() && ns.is_in(&e, TYPES_NS) =>
+            {
                 break wrapper(r, expect)?;
             }
             Event::Start(e) => {
@@ -316,7 +350,9 @@ fn fault(r: &mut Reader<&[u8]>) -> Outcome {
     })();
     match res {
         // A Fault is the answer even if what follows it is damaged.
-        Ok(()) | Err(_) if code.is_some() || text.is_some() => Outcome::Source(SourceError::Fault { code, text }),
+        Ok(()) | Err(_) if code.is_some() || text.is_some() => {
+            Outcome::Source(SourceError::Fault { code, text })
+        }
         Ok(()) => Outcome::Source(SourceError::Fault { code, text }),
         Err(e) => Outcome::Xml(e),
     }
@@ -357,7 +393,10 @@ fn wrapper(r: &mut Reader<&[u8]>, expect: Expect) -> Result<Answer, Outcome> {
         Some("OK") => {}
         None => return Err(invalid("status block without stav")),
         Some(_) => {
-            return Err(Outcome::Source(SourceError::Refused { code: status.code, text: status.text }));
+            return Err(Outcome::Source(SourceError::Refused {
+                code: status.code,
+                text: status.text,
+            }));
         }
     }
     Ok(match expect {
@@ -419,15 +458,16 @@ fn record(r: &mut Reader<&[u8]>) -> Result<Record, Outcome> {
         .trim()
         .parse()
         .map_err(|_| invalid(format!("data record id is not a number: {id_text:?}")))?;
-    let need = |v: Option<String>, name: &str| v.ok_or_else(|| invalid(format!("record {id}: required field {name} missing")));
-    let number_in_section = match number {
-        None => None,
-        Some(t) => Some(
-            t.trim()
-                .parse::<i64>()
-                .map_err(|_| invalid(format!("record {id}: cisloVOddilu is not a number: {t:?}")))?,
-        ),
+    let need = |v: Option<String>, name: &str| {
+        v.ok_or_else(|| invalid(format!("record {id}: required field {name} missing")))
     };
+    let number_in_section =
+        match number {
+            None => None,
+            Some(t) => Some(t.trim().parse::<i64>().map_err(|_| {
+                invalid(format!("record {id}: cisloVOddilu is not a number: {t:?}"))
+            })?),
+        };
     let action = Action {
         id,
         created: need(created, "datumZalozeniUdalosti")?,
@@ -475,7 +515,10 @@ pub fn parse_note(xml: &str) -> Result<Detail, String> {
     r.config_mut().expand_empty_elements = true;
     note_doc(&mut r).map_err(|e| match e {
         XmlError::Eof => "poznamka ends before its document closes".to_string(),
-        XmlError::Syntax(m) => format!("poznamka is not well-formed XML at byte {}: {m}", r.buffer_position()),
+        XmlError::Syntax(m) => format!(
+            "poznamka is not well-formed XML at byte {}: {m}",
+            r.buffer_position()
+        ),
         XmlError::Content(m) => format!("poznamka: {m}"),
     })
 }
@@ -486,7 +529,10 @@ fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
         match r.read_event()? {
             Event::Start(e) => {
                 if e.local_name().as_ref() != b"udalost" {
-                    return Err(XmlError::Content(format!("root element <{}> is not udalost", local(&e))));
+                    return Err(XmlError::Content(format!(
+                        "root element <{}> is not udalost",
+                        local(&e)
+                    )));
                 }
                 if let Some(a) = e
                     .try_get_attribute("verzeXsd")
@@ -499,7 +545,9 @@ fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
             Event::DocType(_) => return Err(XmlError::Content("DOCTYPE is not allowed".into())),
             Event::Eof => return Err(XmlError::Eof),
             Event::Text(t) if is_blank(&t) => {}
-            Event::Text(_) | Event::CData(_) => return Err(XmlError::Content("text before the root element".into())),
+            Event::Text(_) | Event::CData(_) => {
+                return Err(XmlError::Content("text before the root element".into()));
+            }
             _ => {}
         }
     }
@@ -511,13 +559,19 @@ fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
                 b"osoba" => d.person = Some(person(r)?),
                 b"cisUdalost" => d.code_list = Some(code_list(r)?),
                 b"datumPravniMoci" => opt_leaf(r, &mut d.legal_force_date)?,
-                b"priznakAnVedlejsiUdalost" => d.secondary_action = Some(Flag::from_text(&leaf(r)?)),
-                b"priznakAnVedlejsiDokument" => d.secondary_document = Some(Flag::from_text(&leaf(r)?)),
+                b"priznakAnVedlejsiUdalost" => {
+                    d.secondary_action = Some(Flag::from_text(&leaf(r)?))
+                }
+                b"priznakAnVedlejsiDokument" => {
+                    d.secondary_document = Some(Flag::from_text(&leaf(r)?))
+                }
                 b"druhOddilPrihl" => opt_leaf(r, &mut d.claim_section_kind)?,
                 b"cisloOddiluPrihl" => opt_leaf(r, &mut d.claim_section_number)?,
                 b"osobaVeritel" => opt_leaf(r, &mut d.creditor)?,
                 b"priznakPlatnyVeritel" => d.valid_creditor = Some(Flag::from_text(&leaf(r)?)),
-                b"priznakMylnyZapisVeritelPohled" => d.erroneous_claim_entry = Some(Flag::from_text(&leaf(r)?)),
+                b"priznakMylnyZapisVeritelPohled" => {
+                    d.erroneous_claim_entry = Some(Flag::from_text(&leaf(r)?))
+                }
                 b"datumUstanoveniSpravce" => opt_leaf(r, &mut d.administrator_appointed)?,
                 b"datumZverejneniOpraveneUdalosti" => opt_leaf(r, &mut d.corrected_published)?,
                 b"datumVyskrtnuti" => opt_leaf(r, &mut d.struck_out)?,
@@ -542,7 +596,9 @@ fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
         match r.read_event()? {
             Event::Eof => return Ok(d),
             Event::Start(_) => return Err(XmlError::Content("a second root element".into())),
-            Event::Text(t) if !is_blank(&t) => return Err(XmlError::Content("text after the root element".into())),
+            Event::Text(t) if !is_blank(&t) => {
+                return Err(XmlError::Content("text after the root element".into()));
+            }
             _ => {}
         }
     }

@@ -72,7 +72,10 @@ pub fn write_action(out: &mut String, a: &Action) {
 pub fn data_response<'a>(actions: impl IntoIterator<Item = &'a Action>) -> String {
     let mut out = String::with_capacity(64 * 1024);
     out.push_str(HEAD);
-    let _ = write!(out, "<ns2:getIsirWsPublicDataResponse xmlns:ns2=\"{TYPES_NS}\">");
+    let _ = write!(
+        out,
+        "<ns2:getIsirWsPublicDataResponse xmlns:ns2=\"{TYPES_NS}\">"
+    );
     for a in actions {
         write_action(&mut out, a);
     }
@@ -83,10 +86,17 @@ pub fn data_response<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Strin
 
 /// An answer with status `CHYBA` for either operation.
 pub fn chyba_response(last_id_op: bool, code: &str, text: &str) -> String {
-    let wrapper = if last_id_op { "getIsirWsPublicPosledniDataResponse" } else { "getIsirWsPublicDataResponse" };
+    let wrapper = if last_id_op {
+        "getIsirWsPublicPosledniDataResponse"
+    } else {
+        "getIsirWsPublicDataResponse"
+    };
     let mut out = String::new();
     out.push_str(HEAD);
-    let _ = write!(out, "<ns2:{wrapper} xmlns:ns2=\"{TYPES_NS}\"><status><stav>CHYBA</stav>");
+    let _ = write!(
+        out,
+        "<ns2:{wrapper} xmlns:ns2=\"{TYPES_NS}\"><status><stav>CHYBA</stav>"
+    );
     leaf(&mut out, "kodChyby", code);
     leaf(&mut out, "popisChyby", text);
     let _ = write!(out, "</status></ns2:{wrapper}>");
@@ -157,9 +167,21 @@ pub fn note_xml(d: &Detail) -> String {
     opt(&mut out, "cisloOddiluPrihl", &d.claim_section_number);
     opt(&mut out, "osobaVeritel", &d.creditor);
     flag(&mut out, "priznakPlatnyVeritel", &d.valid_creditor);
-    flag(&mut out, "priznakMylnyZapisVeritelPohled", &d.erroneous_claim_entry);
-    opt(&mut out, "datumUstanoveniSpravce", &d.administrator_appointed);
-    opt(&mut out, "datumZverejneniOpraveneUdalosti", &d.corrected_published);
+    flag(
+        &mut out,
+        "priznakMylnyZapisVeritelPohled",
+        &d.erroneous_claim_entry,
+    );
+    opt(
+        &mut out,
+        "datumUstanoveniSpravce",
+        &d.administrator_appointed,
+    );
+    opt(
+        &mut out,
+        "datumZverejneniOpraveneUdalosti",
+        &d.corrected_published,
+    );
     opt(&mut out, "datumVyskrtnuti", &d.struck_out);
     opt(&mut out, "idOsoby1", &d.person_id1);
     opt(&mut out, "idOsoby2", &d.person_id2);

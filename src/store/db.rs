@@ -67,8 +67,7 @@ macro_rules! fetch_actions {
     };
 }
 
-const ACTION_COLUMNS: &str =
-    "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
+const ACTION_COLUMNS: &str = "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
 
 /// Rows a multi-row INSERT carries (10-12 parameters each).
 const INSERT_CHUNK: usize = 500;
@@ -87,7 +86,10 @@ impl Store {
                 // indexes take random inserts, and a small cache makes them disk-bound.
                 .pragma("cache_size", "-32768")
                 .foreign_keys(true);
-            let pool = SqlitePoolOptions::new().max_connections(max_connections).connect_with(opts).await?;
+            let pool = SqlitePoolOptions::new()
+                .max_connections(max_connections)
+                .connect_with(opts)
+                .await?;
             Ok(Store::Sqlite(pool))
         } else {
             let pool = PgPoolOptions::new()
@@ -107,10 +109,14 @@ impl Store {
                 .read_only(true)
                 .busy_timeout(Duration::from_secs(30))
                 .pragma("cache_size", "-32768");
-            let pool = SqlitePoolOptions::new().max_connections(max_connections).connect_with(opts).await?;
+            let pool = SqlitePoolOptions::new()
+                .max_connections(max_connections)
+                .connect_with(opts)
+                .await?;
             Ok(Store::Sqlite(pool))
         } else {
-            let opts = sqlx::postgres::PgConnectOptions::from_str(url)?.options([("default_transaction_read_only", "on")]);
+            let opts = sqlx::postgres::PgConnectOptions::from_str(url)?
+                .options([("default_transaction_read_only", "on")]);
             let pool = PgPoolOptions::new()
                 .max_connections(max_connections)
                 .acquire_timeout(Duration::from_secs(10))
@@ -168,9 +174,15 @@ impl Store {
     /// Stores `page` and moves the checkpoint to its last ID in one transaction, if the
     /// store's checkpoint is `expected` and `epoch` is not below the store's. Idempotent
     /// by ID. An empty page changes nothing. Returns the number of rows inserted.
-    pub async fn write_page(&self, epoch: i64, expected: Option<i64>, page: &Page) -> Result<u64, StoreError> {
+    pub async fn write_page(
+        &self,
+        epoch: i64,
+        expected: Option<i64>,
+        page: &Page,
+    ) -> Result<u64, StoreError> {
         let actions: Vec<&Action> = page.actions().collect();
-        self.write_actions(epoch, expected, page.after, &actions).await
+        self.write_actions(epoch, expected, page.after, &actions)
+            .await
     }
 
     /// As [`Store::write_page`], for actions given directly (snapshot restore).
@@ -183,12 +195,16 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let now = now_ms();
         write_tx!(self, |tx, lock| {
-            let sql = format!("SELECT checkpoint, epoch FROM writer_state WHERE singleton = 1{lock}");
+            let sql =
+                format!("SELECT checkpoint, epoch FROM writer_state WHERE singleton = 1{lock}");
             let row = sqlx::query(&sql).fetch_one(&mut *tx).await?;
             let found: Option<i64> = row.try_get(0)?;
             let current: i64 = row.try_get(1)?;
             if epoch < current {
-                return Err(StoreError::Fenced { mine: epoch, current });
+                return Err(StoreError::Fenced {
+                    mine: epoch,
+                    current,
+                });
             }
             if found != expected {
                 return Err(StoreError::CheckpointMismatch { expected, found });
@@ -199,8 +215,9 @@ impl Store {
             };
             let mut inserted = 0;
             for chunk in actions.chunks(INSERT_CHUNK) {
-                let mut qb: QueryBuilder<Db> =
-                    QueryBuilder::new(format!("INSERT INTO actions ({ACTION_COLUMNS}, stored_at, epoch) "));
+                let mut qb: QueryBuilder<Db> = QueryBuilder::new(format!(
+                    "INSERT INTO actions ({ACTION_COLUMNS}, stored_at, epoch) "
+                ));
                 qb.push_values(chunk, |mut b, a| {
                     b.push_bind(a.id)
                         .push_bind(a.created.as_str())
@@ -248,30 +265,41 @@ impl Store {
     }
 
     /// Sets the checkpoint by hand (operators; snapshot restore). Fenced like a write.
-    pub async fn set_checkpoint(&self, epoch: i64, checkpoint: Option<i64>) -> Result<(), StoreError> {
+    pub async fn set_checkpoint(
+        &self,
+        epoch: i64,
+        checkpoint: Option<i64>,
+    ) -> Result<(), StoreError> {
         write_tx!(self, |tx, lock| {
             let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
             let current: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
             if epoch < current {
-                return Err(StoreError::Fenced { mine: epoch, current });
+                return Err(StoreError::Fenced {
+                    mine: epoch,
+                    current,
+                });
             }
-            sqlx::query("UPDATE writer_state SET checkpoint = $1, updated_at = $2 WHERE singleton = 1")
-                .bind(checkpoint)
-                .bind(now_ms())
-                .execute(&mut *tx)
-                .await?;
+            sqlx::query(
+                "UPDATE writer_state SET checkpoint = $1, updated_at = $2 WHERE singleton = 1",
+            )
+            .bind(checkpoint)
+            .bind(now_ms())
+            .execute(&mut *tx)
+            .await?;
             tx.commit().await?;
             Ok(())
         })
     }
 
     pub async fn record_head(&self, head: i64, at: i64) -> Result<(), StoreError> {
-        both!(self, |p| sqlx::query("UPDATE writer_state SET head_id = $1, head_checked_at = $2 WHERE singleton = 1")
-            .bind(head)
-            .bind(at)
-            .execute(p)
-            .await?
-            .rows_affected());
+        both!(self, |p| sqlx::query(
+            "UPDATE writer_state SET head_id = $1, head_checked_at = $2 WHERE singleton = 1"
+        )
+        .bind(head)
+        .bind(at)
+        .execute(p)
+        .await?
+        .rows_affected());
         Ok(())
     }
 
@@ -294,7 +322,10 @@ impl Store {
                 .bind(t.at)
                 .execute(p)
                 .await?;
-            sqlx::query("DELETE FROM tick_log WHERE at < $1").bind(t.at - 7 * 86_400_000).execute(p).await?;
+            sqlx::query("DELETE FROM tick_log WHERE at < $1")
+                .bind(t.at - 7 * 86_400_000)
+                .execute(p)
+                .await?;
         });
         Ok(())
     }
@@ -324,19 +355,28 @@ impl Store {
     }
 
     pub async fn count_actions(&self) -> Result<i64, StoreError> {
-        Ok(both!(self, |p| sqlx::query("SELECT COUNT(*) FROM actions").fetch_one(p).await?.try_get(0)?))
+        Ok(both!(self, |p| sqlx::query("SELECT COUNT(*) FROM actions")
+            .fetch_one(p)
+            .await?
+            .try_get(0)?))
     }
 
     /// Stored actions with an ID above `after`, in ID order, at most `limit`.
     pub async fn actions_after(&self, after: i64, limit: i64) -> Result<Vec<Action>, StoreError> {
-        let sql = format!("SELECT {ACTION_COLUMNS} FROM actions WHERE id > $1 ORDER BY id LIMIT $2");
+        let sql =
+            format!("SELECT {ACTION_COLUMNS} FROM actions WHERE id > $1 ORDER BY id LIMIT $2");
         Ok(fetch_actions!(self, &sql, [after, limit]))
     }
 
     /// Stored actions up to `upto` in (case number, ID) order, after the position
     /// `after` in that order, at most `limit` (a bulk rebuild walks the replica case by
     /// case through the index `actions (case_number, id)`).
-    pub async fn actions_by_case(&self, after: (&str, i64), upto: i64, limit: i64) -> Result<Vec<Action>, StoreError> {
+    pub async fn actions_by_case(
+        &self,
+        after: (&str, i64),
+        upto: i64,
+        limit: i64,
+    ) -> Result<Vec<Action>, StoreError> {
         let sql = format!(
             "SELECT {ACTION_COLUMNS} FROM actions WHERE (case_number, id) > ($1, $2) AND id <= $3 ORDER BY case_number, id LIMIT $4"
         );
@@ -344,14 +384,21 @@ impl Store {
     }
 
     /// The stored actions of one case up to `upto`, in ID order.
-    pub async fn actions_of_case(&self, case_number: &str, upto: i64) -> Result<Vec<Action>, StoreError> {
-        let sql = format!("SELECT {ACTION_COLUMNS} FROM actions WHERE case_number = $1 AND id <= $2 ORDER BY id");
+    pub async fn actions_of_case(
+        &self,
+        case_number: &str,
+        upto: i64,
+    ) -> Result<Vec<Action>, StoreError> {
+        let sql = format!(
+            "SELECT {ACTION_COLUMNS} FROM actions WHERE case_number = $1 AND id <= $2 ORDER BY id"
+        );
         Ok(fetch_actions!(self, &sql, [case_number, upto]))
     }
 
     /// Actions stored per epoch: (epoch, count, min id, max id). For lease checkers.
     pub async fn epochs(&self) -> Result<Vec<(i64, i64, i64, i64)>, StoreError> {
-        let sql = "SELECT epoch, COUNT(*), MIN(id), MAX(id) FROM actions GROUP BY epoch ORDER BY epoch";
+        let sql =
+            "SELECT epoch, COUNT(*), MIN(id), MAX(id) FROM actions GROUP BY epoch ORDER BY epoch";
         Ok(both!(self, |p| sqlx::query(sql)
             .fetch_all(p)
             .await?
@@ -364,17 +411,24 @@ impl Store {
     // The lease kept in the database (no Redis)
 
     async fn ensure_lease_row(&self, name: &str) -> Result<(), StoreError> {
-        both!(self, |p| sqlx::query("INSERT INTO lease (name, holder, expires_at, epoch) VALUES ($1, NULL, 0, 0) ON CONFLICT (name) DO NOTHING")
+        both!(self, |p| {
+            sqlx::query("INSERT INTO lease (name, holder, expires_at, epoch) VALUES ($1, NULL, 0, 0) ON CONFLICT (name) DO NOTHING")
             .bind(name)
             .execute(p)
             .await?
-            .rows_affected());
+            .rows_affected()
+        });
         Ok(())
     }
 
     /// Takes (or keeps, when `holder` already has it) the lease named `name` until
     /// `now + ttl_ms`. A new grant takes an epoch above both the lease's and the store's.
-    pub async fn lease_acquire(&self, name: &str, holder: &str, ttl_ms: i64) -> Result<DbLease, StoreError> {
+    pub async fn lease_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl_ms: i64,
+    ) -> Result<DbLease, StoreError> {
         self.ensure_lease_row(name).await?;
         let now = now_ms();
         write_tx!(self, |tx, lock| {
@@ -385,7 +439,10 @@ impl Store {
             let lease_epoch: i64 = r.try_get(2)?;
             if let Some(h) = &cur {
                 if h != holder && expires > now {
-                    return Ok(DbLease::HeldBy { holder: h.clone(), expires_at: expires });
+                    return Ok(DbLease::HeldBy {
+                        holder: h.clone(),
+                        expires_at: expires,
+                    });
                 }
                 if h == holder && expires > now {
                     sqlx::query("UPDATE lease SET expires_at = $1 WHERE name = $2")
@@ -394,29 +451,47 @@ impl Store {
                         .execute(&mut *tx)
                         .await?;
                     tx.commit().await?;
-                    return Ok(DbLease::Granted { epoch: lease_epoch, expires_at: now + ttl_ms });
+                    return Ok(DbLease::Granted {
+                        epoch: lease_epoch,
+                        expires_at: now + ttl_ms,
+                    });
                 }
             }
             let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
             let store_epoch: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
             let epoch = lease_epoch.max(store_epoch) + 1;
-            sqlx::query("UPDATE lease SET holder = $1, expires_at = $2, epoch = $3 WHERE name = $4")
-                .bind(holder)
-                .bind(now + ttl_ms)
+            sqlx::query(
+                "UPDATE lease SET holder = $1, expires_at = $2, epoch = $3 WHERE name = $4",
+            )
+            .bind(holder)
+            .bind(now + ttl_ms)
+            .bind(epoch)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query("UPDATE writer_state SET epoch = $1 WHERE singleton = 1")
                 .bind(epoch)
-                .bind(name)
                 .execute(&mut *tx)
                 .await?;
-            sqlx::query("UPDATE writer_state SET epoch = $1 WHERE singleton = 1").bind(epoch).execute(&mut *tx).await?;
             tx.commit().await?;
-            Ok(DbLease::Granted { epoch, expires_at: now + ttl_ms })
+            Ok(DbLease::Granted {
+                epoch,
+                expires_at: now + ttl_ms,
+            })
         })
     }
 
     /// Extends the lease if `holder` still holds it with `epoch` and it has not expired.
-    pub async fn lease_renew(&self, name: &str, holder: &str, epoch: i64, ttl_ms: i64) -> Result<bool, StoreError> {
+    pub async fn lease_renew(
+        &self,
+        name: &str,
+        holder: &str,
+        epoch: i64,
+        ttl_ms: i64,
+    ) -> Result<bool, StoreError> {
         let now = now_ms();
-        let n = both!(self, |p| sqlx::query(
+        let n = both!(self, |p| {
+            sqlx::query(
             "UPDATE lease SET expires_at = $1 WHERE name = $2 AND holder = $3 AND epoch = $4 AND expires_at > $5"
         )
         .bind(now + ttl_ms)
@@ -426,13 +501,20 @@ impl Store {
         .bind(now)
         .execute(p)
         .await?
-        .rows_affected());
+        .rows_affected()
+        });
         Ok(n == 1)
     }
 
     /// Releases the lease if `holder` holds it with `epoch`.
-    pub async fn lease_release(&self, name: &str, holder: &str, epoch: i64) -> Result<bool, StoreError> {
-        let n = both!(self, |p| sqlx::query(
+    pub async fn lease_release(
+        &self,
+        name: &str,
+        holder: &str,
+        epoch: i64,
+    ) -> Result<bool, StoreError> {
+        let n = both!(self, |p| {
+            sqlx::query(
             "UPDATE lease SET holder = NULL, expires_at = 0 WHERE name = $1 AND holder = $2 AND epoch = $3"
         )
         .bind(name)
@@ -440,27 +522,36 @@ impl Store {
         .bind(epoch)
         .execute(p)
         .await?
-        .rows_affected());
+        .rows_affected()
+        });
         Ok(n == 1)
     }
 
     /// Releases the lease whoever holds it (operators, `--force`).
     pub async fn lease_force_release(&self, name: &str) -> Result<bool, StoreError> {
-        let n = both!(self, |p| sqlx::query("UPDATE lease SET holder = NULL, expires_at = 0 WHERE name = $1")
-            .bind(name)
-            .execute(p)
-            .await?
-            .rows_affected());
+        let n = both!(self, |p| sqlx::query(
+            "UPDATE lease SET holder = NULL, expires_at = 0 WHERE name = $1"
+        )
+        .bind(name)
+        .execute(p)
+        .await?
+        .rows_affected());
         Ok(n == 1)
     }
 
     pub async fn lease_show(&self, name: &str) -> Result<Option<LeaseRow>, StoreError> {
-        let r = both!(self, |p| sqlx::query("SELECT holder, expires_at, epoch FROM lease WHERE name = $1")
-            .bind(name)
-            .fetch_optional(p)
-            .await?
-            .map(|r| Ok::<_, sqlx::Error>(LeaseRow { holder: r.try_get(0)?, expires_at: r.try_get(1)?, epoch: r.try_get(2)? }))
-            .transpose()?);
+        let r = both!(self, |p| sqlx::query(
+            "SELECT holder, expires_at, epoch FROM lease WHERE name = $1"
+        )
+        .bind(name)
+        .fetch_optional(p)
+        .await?
+        .map(|r| Ok::<_, sqlx::Error>(LeaseRow {
+            holder: r.try_get(0)?,
+            expires_at: r.try_get(1)?,
+            epoch: r.try_get(2)?
+        }))
+        .transpose()?);
         Ok(r)
     }
 
@@ -468,42 +559,73 @@ impl Store {
     // The budget kept in the database (no Redis)
 
     /// Counts one request for `day` if the day's and the minute's limits allow it.
-    pub async fn budget_take(&self, day: &str, daily: u64, per_minute: u32) -> Result<DbTake, StoreError> {
-        both!(self, |p| sqlx::query("INSERT INTO budget_day (day, used) VALUES ($1, 0) ON CONFLICT (day) DO NOTHING")
-            .bind(day)
-            .execute(p)
-            .await?
-            .rows_affected());
+    pub async fn budget_take(
+        &self,
+        day: &str,
+        daily: u64,
+        per_minute: u32,
+    ) -> Result<DbTake, StoreError> {
+        both!(self, |p| sqlx::query(
+            "INSERT INTO budget_day (day, used) VALUES ($1, 0) ON CONFLICT (day) DO NOTHING"
+        )
+        .bind(day)
+        .execute(p)
+        .await?
+        .rows_affected());
         let now = now_ms();
         write_tx!(self, |tx, lock| {
             let sql = format!("SELECT used FROM budget_day WHERE day = $1{lock}");
-            let used: i64 = sqlx::query(&sql).bind(day).fetch_one(&mut *tx).await?.try_get(0)?;
+            let used: i64 = sqlx::query(&sql)
+                .bind(day)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get(0)?;
             if used as u64 >= daily {
                 return Ok(DbTake::DayExhausted { used: used as u64 });
             }
-            sqlx::query("DELETE FROM budget_log WHERE at <= $1").bind(now - 60_000).execute(&mut *tx).await?;
-            let r = sqlx::query("SELECT COUNT(*), MIN(at) FROM budget_log").fetch_one(&mut *tx).await?;
+            sqlx::query("DELETE FROM budget_log WHERE at <= $1")
+                .bind(now - 60_000)
+                .execute(&mut *tx)
+                .await?;
+            let r = sqlx::query("SELECT COUNT(*), MIN(at) FROM budget_log")
+                .fetch_one(&mut *tx)
+                .await?;
             let in_minute: i64 = r.try_get(0)?;
             let oldest: Option<i64> = r.try_get(1)?;
             if in_minute >= per_minute as i64 {
                 tx.commit().await?;
-                return Ok(DbTake::MinuteFull { retry_after_ms: (oldest.unwrap_or(now) + 60_001 - now).max(1) });
+                return Ok(DbTake::MinuteFull {
+                    retry_after_ms: (oldest.unwrap_or(now) + 60_001 - now).max(1),
+                });
             }
-            sqlx::query("UPDATE budget_day SET used = used + 1 WHERE day = $1").bind(day).execute(&mut *tx).await?;
-            sqlx::query("INSERT INTO budget_log (at) VALUES ($1)").bind(now).execute(&mut *tx).await?;
-            sqlx::query("DELETE FROM budget_day WHERE day < $1").bind(prune_before(day)).execute(&mut *tx).await?;
+            sqlx::query("UPDATE budget_day SET used = used + 1 WHERE day = $1")
+                .bind(day)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("INSERT INTO budget_log (at) VALUES ($1)")
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM budget_day WHERE day < $1")
+                .bind(prune_before(day))
+                .execute(&mut *tx)
+                .await?;
             tx.commit().await?;
-            Ok(DbTake::Granted { used: used as u64 + 1 })
+            Ok(DbTake::Granted {
+                used: used as u64 + 1,
+            })
         })
     }
 
     pub async fn budget_used(&self, day: &str) -> Result<u64, StoreError> {
-        let used: Option<i64> = both!(self, |p| sqlx::query("SELECT used FROM budget_day WHERE day = $1")
-            .bind(day)
-            .fetch_optional(p)
-            .await?
-            .map(|r| r.try_get(0))
-            .transpose()?);
+        let used: Option<i64> = both!(self, |p| sqlx::query(
+            "SELECT used FROM budget_day WHERE day = $1"
+        )
+        .bind(day)
+        .fetch_optional(p)
+        .await?
+        .map(|r| r.try_get(0))
+        .transpose()?);
         Ok(used.unwrap_or(0) as u64)
     }
 
@@ -511,35 +633,44 @@ impl Store {
     // Settings (the phase)
 
     pub async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
-        Ok(both!(self, |p| sqlx::query("SELECT value FROM settings WHERE key = $1")
-            .bind(key)
-            .fetch_optional(p)
-            .await?
-            .map(|r| r.try_get(0))
-            .transpose()?))
+        Ok(both!(self, |p| sqlx::query(
+            "SELECT value FROM settings WHERE key = $1"
+        )
+        .bind(key)
+        .fetch_optional(p)
+        .await?
+        .map(|r| r.try_get(0))
+        .transpose()?))
     }
 
     pub async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        both!(self, |p| sqlx::query(
+        both!(self, |p| {
+            sqlx::query(
             "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
         .bind(key)
         .bind(value)
         .execute(p)
         .await?
-        .rows_affected());
+        .rows_affected()
+        });
         Ok(())
     }
 
     /// Sets `key` only if it is absent; returns the value in force.
     pub async fn init_setting(&self, key: &str, value: &str) -> Result<String, StoreError> {
-        both!(self, |p| sqlx::query("INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
-            .bind(key)
-            .bind(value)
-            .execute(p)
+        both!(self, |p| sqlx::query(
+            "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
+        )
+        .bind(key)
+        .bind(value)
+        .execute(p)
+        .await?
+        .rows_affected());
+        Ok(self
+            .setting(key)
             .await?
-            .rows_affected());
-        Ok(self.setting(key).await?.unwrap_or_else(|| value.to_string()))
+            .unwrap_or_else(|| value.to_string()))
     }
 }
 
@@ -568,6 +699,10 @@ where
 /// Days older than a week before `day` are pruned (ISO dates compare as text).
 fn prune_before(day: &str) -> String {
     chrono::NaiveDate::parse_from_str(day, "%Y-%m-%d")
-        .map(|d| (d - chrono::Duration::days(7)).format("%Y-%m-%d").to_string())
+        .map(|d| {
+            (d - chrono::Duration::days(7))
+                .format("%Y-%m-%d")
+                .to_string()
+        })
         .unwrap_or_default()
 }

@@ -19,7 +19,10 @@ pub enum StoreError {
     Fenced { mine: i64, current: i64 },
     /// The store's checkpoint is not the one the writer expected.
     #[error("checkpoint mismatch: expected {expected:?}, found {found:?}")]
-    CheckpointMismatch { expected: Option<i64>, found: Option<i64> },
+    CheckpointMismatch {
+        expected: Option<i64>,
+        found: Option<i64>,
+    },
     /// The page does not follow the checkpoint.
     #[error("out-of-order page: {0}")]
     OutOfOrder(String),
@@ -80,16 +83,25 @@ pub fn now_ms() -> i64 {
 }
 
 /// Checks that `actions` may follow `checkpoint`: strictly ascending and above it.
-pub fn check_follows(checkpoint: Option<i64>, after: i64, actions: &[&Action]) -> Result<(), StoreError> {
+pub fn check_follows(
+    checkpoint: Option<i64>,
+    after: i64,
+    actions: &[&Action],
+) -> Result<(), StoreError> {
     if let Some(c) = checkpoint {
         if after != c {
-            return Err(StoreError::OutOfOrder(format!("page asked after {after}, but the checkpoint is {c}")));
+            return Err(StoreError::OutOfOrder(format!(
+                "page asked after {after}, but the checkpoint is {c}"
+            )));
         }
     }
     let mut prev = checkpoint.unwrap_or(i64::MIN);
     for a in actions {
         if a.id <= prev {
-            return Err(StoreError::OutOfOrder(format!("action {} does not follow {prev}", a.id)));
+            return Err(StoreError::OutOfOrder(format!(
+                "action {} does not follow {prev}",
+                a.id
+            )));
         }
         prev = a.id;
     }

@@ -23,11 +23,14 @@ pub const BOTH: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
 fn rand_suffix() -> String {
     use rand::Rng;
     let mut r = rand::thread_rng();
-    (0..10).map(|_| char::from(b'a' + r.gen_range(0..26))).collect()
+    (0..10)
+        .map(|_| char::from(b'a' + r.gen_range(0..26)))
+        .collect()
 }
 
 pub fn pg_admin_url() -> String {
-    std::env::var("ISIR_TEST_PG").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    std::env::var("ISIR_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
 }
 
 pub fn redis_url() -> String {
@@ -51,7 +54,11 @@ pub async fn fresh_db(backend: Backend) -> TestDb {
         Backend::Sqlite => {
             let dir = tempfile::tempdir().unwrap();
             let url = format!("sqlite://{}", dir.path().join("isir.db").display());
-            TestDb { url, backend, _dir: Some(dir) }
+            TestDb {
+                url,
+                backend,
+                _dir: Some(dir),
+            }
         }
         Backend::Postgres => {
             let admin = pg_admin_url();
@@ -59,9 +66,16 @@ pub async fn fresh_db(backend: Backend) -> TestDb {
                 .await
                 .unwrap_or_else(|e| panic!("PostgreSQL at {admin} is required by this test (scripts/test.sh starts it): {e}"));
             let name = format!("isir_t_{}", rand_suffix());
-            sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut c).await.unwrap();
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(&mut c)
+                .await
+                .unwrap();
             let base = admin.rsplit_once('/').unwrap().0;
-            TestDb { url: format!("{base}/{name}"), backend, _dir: None }
+            TestDb {
+                url: format!("{base}/{name}"),
+                backend,
+                _dir: None,
+            }
         }
     }
 }
@@ -130,14 +144,27 @@ pub struct OwnRedis {
 
 impl OwnRedis {
     pub fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let mut r = OwnRedis { port, child: None };
         r.spawn();
         r
     }
     fn spawn(&mut self) {
         let child = std::process::Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &self.port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("redis-server is required by this test (scripts/test.sh installs it)");
@@ -190,10 +217,22 @@ pub async fn count(store: &Store, sql: &str, bind: &str) -> i64 {
 pub async fn dump(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
     let q: [(&str, &str); 8] = [
         ("cases", "SELECT doc FROM cases ORDER BY case_number"),
-        ("stats", "SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key"),
-        ("parties", "SELECT doc FROM parties ORDER BY case_number, court, person_id"),
-        ("party_history", "SELECT case_number || person_id || CAST(action_id AS TEXT) || person FROM party_history ORDER BY 1"),
-        ("erasures", "SELECT case_number || '|' || CAST(action_id AS TEXT) FROM erasures ORDER BY 1"),
+        (
+            "stats",
+            "SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key",
+        ),
+        (
+            "parties",
+            "SELECT doc FROM parties ORDER BY case_number, court, person_id",
+        ),
+        (
+            "party_history",
+            "SELECT case_number || person_id || CAST(action_id AS TEXT) || person FROM party_history ORDER BY 1",
+        ),
+        (
+            "erasures",
+            "SELECT case_number || '|' || CAST(action_id AS TEXT) FROM erasures ORDER BY 1",
+        ),
         (
             "timeline",
             "SELECT CAST(action_id AS TEXT) || '|' || case_number || '|' || type_code || '|' || type_name || '|' || \
@@ -202,8 +241,14 @@ pub async fn dump(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
              CAST(secondary_action AS TEXT) || CAST(secondary_document AS TEXT) || '|' || COALESCE(legal_force_date, '') \
              FROM timeline ORDER BY action_id",
         ),
-        ("slots", "SELECT case_number || '|' || section || '|' || CAST(number AS TEXT) || '|' || CAST(first_action_id AS TEXT) FROM slots ORDER BY 1"),
-        ("event_types", "SELECT code || '|' || name || '|' || source FROM event_types ORDER BY code"),
+        (
+            "slots",
+            "SELECT case_number || '|' || section || '|' || CAST(number AS TEXT) || '|' || CAST(first_action_id AS TEXT) FROM slots ORDER BY 1",
+        ),
+        (
+            "event_types",
+            "SELECT code || '|' || name || '|' || source FROM event_types ORDER BY code",
+        ),
     ];
     let mut out = BTreeMap::new();
     for (k, sql) in q {
@@ -211,4 +256,3 @@ pub async fn dump(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
     }
     out
 }
-
