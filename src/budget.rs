@@ -33,6 +33,8 @@ pub struct Budget {
     limiter: DefaultDirectRateLimiter,
     /// How long `acquire` may wait for the minute window before refusing.
     max_wait: Duration,
+    /// Makes this process's entries of the shared minute window unique.
+    member: (String, std::sync::atomic::AtomicU64),
 }
 
 /// Today's usage.
@@ -109,6 +111,10 @@ impl Budget {
             per_minute,
             limiter: RateLimiter::direct(q),
             max_wait: Duration::from_secs(65),
+            member: (
+                crate::lease::holder_identity(),
+                std::sync::atomic::AtomicU64::new(0),
+            ),
         }
     }
 
@@ -145,11 +151,11 @@ impl Budget {
             Backend::Redis { conn, prefix } => {
                 let day_key = format!("{prefix}:{day}");
                 let min_key = format!("{prefix}:minute");
-                let member = format!(
-                    "{}:{}",
-                    crate::lease::holder_identity(),
-                    now.timestamp_nanos_opt().unwrap_or(0)
-                );
+                let seq = self
+                    .member
+                    .1
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let member = format!("{}:{seq}", self.member.0);
                 let r: Result<(i64, i64), _> = conn
                     .eval(
                         &redis::Script::new(TAKE),

@@ -662,7 +662,7 @@ async fn demo(
         per_minute_limit: None,
         ..SimOptions::default()
     };
-    let (sim, url, guard) = crate::sim::spawn(opts).await?;
+    let (_sim, url, guard) = crate::sim::spawn(opts).await?;
     let mut settings = Settings::load(config.as_deref())?;
     settings.source.url = url.clone();
     settings.database.url = database;
@@ -693,7 +693,6 @@ async fn demo(
     println!("    curl -s 'http://{api_bind}/v1/cases/2008/1'");
     println!("    curl -s 'http://{api_bind}/v1/subjects?name=novak&limit=5'");
     println!("    curl -s 'http://{api_bind}/v1/events?after=0&limit=5'");
-    let _ = sim.head_id();
     run_daemon(&app, shutdown_signal()).await?;
     app.store.close().await;
     guard.stop().await;

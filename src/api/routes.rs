@@ -342,6 +342,42 @@ fn case_number(year: &str, number: &str) -> Result<String, Problem> {
     Ok(format!("INS {n}/{y}"))
 }
 
+/// Validates a search value and gives the `parties` column and key to look it up by:
+/// `kind` is `ico`, `rc` or `name`; `param` names the parameter in messages.
+fn search_key(param: &str, kind: &str, v: &str) -> Result<(&'static str, String), Problem> {
+    match kind {
+        "ico" => {
+            if !(v.len() >= 6 && v.len() <= 12 && v.chars().all(|c| c.is_ascii_digit())) {
+                return Err(Problem::bad(format!(
+                    "{param} {v:?} is not an IČO (6 to 12 digits)"
+                )));
+            }
+            Ok(("ico", ico_key(v)))
+        }
+        "rc" => {
+            let digits: String = v.chars().filter(|c| *c != '/').collect();
+            if !(digits.len() == 9 || digits.len() == 10)
+                || !digits.chars().all(|c| c.is_ascii_digit())
+                || v.matches('/').count() > 1
+            {
+                return Err(Problem::bad(format!(
+                    "{param} {v:?} is not a birth number (NNNNNN/NNNN or NNNNNN/NNN)"
+                )));
+            }
+            Ok(("rc", rc_key(v)))
+        }
+        _ => {
+            let k = name_key(v);
+            if k.is_empty() || v.chars().count() > 200 {
+                return Err(Problem::bad(format!(
+                    "{param} must have 1 to 200 characters"
+                )));
+            }
+            Ok(("name_key", k))
+        }
+    }
+}
+
 fn only(q: &HashMap<String, String>, allowed: &[&str]) -> Result<(), Problem> {
     match q.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(k) => Err(Problem::bad(format!(
@@ -563,38 +599,7 @@ async fn subjects(
     if given.len() != 1 {
         return Err(Problem::bad("give exactly one of ico, rc or name"));
     }
-    let (col, key) = match given[0] {
-        "ico" => {
-            let v = &q["ico"];
-            if !(v.len() >= 6 && v.len() <= 12 && v.chars().all(|c| c.is_ascii_digit())) {
-                return Err(Problem::bad(format!(
-                    "ico {v:?} is not an IČO (6 to 12 digits)"
-                )));
-            }
-            ("ico", ico_key(v))
-        }
-        "rc" => {
-            let v = &q["rc"];
-            let digits: String = v.chars().filter(|c| *c != '/').collect();
-            if !(digits.len() == 9 || digits.len() == 10)
-                || !digits.chars().all(|c| c.is_ascii_digit())
-                || v.matches('/').count() > 1
-            {
-                return Err(Problem::bad(format!(
-                    "rc {v:?} is not a birth number (NNNNNN/NNNN or NNNNNN/NNN)"
-                )));
-            }
-            ("rc", rc_key(v))
-        }
-        _ => {
-            let v = &q["name"];
-            let k = name_key(v);
-            if k.is_empty() || v.chars().count() > 200 {
-                return Err(Problem::bad("name must have 1 to 200 characters"));
-            }
-            ("name_key", k)
-        }
-    };
+    let (col, key) = search_key(given[0], given[0], &q[given[0]])?;
     let after = match q.get("cursor") {
         Some(c) => decode_cursor(c, 3)?,
         None => vec![String::new(), String::new(), String::new()],
@@ -643,6 +648,17 @@ async fn subjects(
         next,
         SUBJECT_COLUMNS,
     ))
+}
+
+/// The request's parameters but `drop`, escaped, in a stable order (for `next` links).
+fn query_except(q: &HashMap<String, String>, drop: &[&str]) -> Vec<String> {
+    let mut qs: Vec<String> = q
+        .iter()
+        .filter(|(k, _)| !drop.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k}={}", url_escape(v)))
+        .collect();
+    qs.sort();
+    qs
 }
 
 fn url_escape(s: &str) -> String {
@@ -742,30 +758,15 @@ async fn case_list(
             "case_number IN (SELECT case_number FROM parties WHERE role = 'DLUŽNÍK' AND {col} = ?)"
         )
     };
-    if let Some(v) = q.get("debtor_ico") {
-        if !(v.len() >= 6 && v.len() <= 12 && v.chars().all(|c| c.is_ascii_digit())) {
-            return Err(Problem::bad(format!(
-                "debtor_ico {v:?} is not an IČO (6 to 12 digits)"
-            )));
+    for (param, kind) in [
+        ("debtor_ico", "ico"),
+        ("debtor_rc", "rc"),
+        ("debtor_name", "name"),
+    ] {
+        if let Some(v) = q.get(param) {
+            let (col, key) = search_key(param, kind, v)?;
+            add(&sub(col), key.into(), &mut binds);
         }
-        add(&sub("ico"), ico_key(v).into(), &mut binds);
-    }
-    if let Some(v) = q.get("debtor_rc") {
-        let digits: String = v.chars().filter(|c| *c != '/').collect();
-        if !(digits.len() == 9 || digits.len() == 10) || !digits.chars().all(|c| c.is_ascii_digit())
-        {
-            return Err(Problem::bad(format!(
-                "debtor_rc {v:?} is not a birth number (NNNNNN/NNNN or NNNNNN/NNN)"
-            )));
-        }
-        add(&sub("rc"), rc_key(v).into(), &mut binds);
-    }
-    if let Some(v) = q.get("debtor_name") {
-        let k = name_key(v);
-        if k.is_empty() || v.chars().count() > 200 {
-            return Err(Problem::bad("debtor_name must have 1 to 200 characters"));
-        }
-        add(&sub("name_key"), k.into(), &mut binds);
     }
     let (order, key_cols) = if sort == "opened" {
         ("opened, case_number", ["opened", "case_number"])
@@ -824,12 +825,7 @@ async fn case_list(
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        let mut qs: Vec<String> = q
-            .iter()
-            .filter(|(k, _)| k.as_str() != "cursor" && k.as_str() != "limit")
-            .map(|(k, v)| format!("{k}={}", url_escape(v)))
-            .collect();
-        qs.sort();
+        let mut qs = query_except(&q, &["cursor", "limit"]);
         qs.push(format!("limit={limit}"));
         qs.push(format!(
             "cursor={}",
@@ -910,12 +906,7 @@ async fn events(
             .last()
             .and_then(|e| e["action_id"].as_i64())
             .unwrap_or(after);
-        let mut qs: Vec<String> = q
-            .iter()
-            .filter(|(k, _)| k.as_str() != "after" && k.as_str() != "limit")
-            .map(|(k, v)| format!("{k}={}", url_escape(v)))
-            .collect();
-        qs.sort();
+        let qs = query_except(&q, &["after", "limit"]);
         format!(
             "/v1/events?after={last}&limit={limit}{}{}",
             if qs.is_empty() { "" } else { "&" },

@@ -237,6 +237,10 @@ async fn point_views(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), Project
 /// Creates a builder's first version and views if they do not exist yet.
 pub async fn ensure(store: &Store, name: &str) -> Result<Meta, ProjectionError> {
     let b = builder(name)?;
+    // The common case, after the first run: no write lock taken.
+    if let Ok(m) = read_one(store, name).await {
+        return Ok(m);
+    }
     let mut tx = Tx::begin(store).await?;
     let m = match read_meta(&mut tx, name).await? {
         Some(m) => m,
@@ -309,14 +313,7 @@ pub async fn step(
     chunk: i64,
 ) -> Result<Step, ProjectionError> {
     let b = builder(name)?;
-    let start = {
-        let mut tx = Tx::begin_read(store).await?;
-        let m = read_meta_with(&mut tx, key, false)
-            .await?
-            .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
-        tx.commit().await?;
-        m
-    };
+    let start = read_one(store, key).await?;
     // Read the replica outside the write transaction: the poller is not held up.
     let t0 = std::time::Instant::now();
     let recs = records_after(store, start.cursor, chunk).await?;
@@ -327,34 +324,75 @@ pub async fn step(
             cursor: start.cursor,
         });
     };
-    let mut tx = Tx::begin(store).await?;
-    let mut m = read_meta(&mut tx, key)
-        .await?
-        .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
-    if m.cursor != start.cursor {
-        return Err(ProjectionError::Concurrent {
-            name: key.to_string(),
-            expected: start.cursor,
-            found: m.cursor,
-        });
-    }
-    let mut counts = Counts::default();
-    if let Err(e) = b.apply(&mut tx, m.version, &recs, &mut counts).await {
-        drop(tx);
+    if let Err(e) = apply_and_commit(
+        store,
+        b.as_ref(),
+        key,
+        &recs,
+        Some(start.cursor),
+        Some(last),
+    )
+    .await?
+    {
         return Err(pinpoint(store, b.as_ref(), key, &recs, e).await);
     }
-    let t_apply = t0.elapsed() - t_read;
-    counts.applied = recs.len() as i64;
-    m.counts.add(&counts);
-    m.cursor = last;
-    m.error = None;
-    write_meta(&mut tx, &m).await?;
-    tx.commit().await?;
-    tracing::debug!(builder = key, n = recs.len(), read = ?t_read, apply = ?t_apply, total = ?t0.elapsed(), "projection step");
+    tracing::debug!(builder = key, n = recs.len(), read = ?t_read, total = ?t0.elapsed(), "projection step");
     Ok(Step {
         applied: recs.len(),
         cursor: last,
     })
+}
+
+/// One builder step in one transaction: applies `recs`, adds the counters, moves the
+/// cursor to `cursor` (if given) and commits. With `expect`, refuses to go on if another
+/// process moved the cursor. The outer error is the database's; the inner one says the
+/// builder could not apply the records (nothing was written).
+async fn apply_and_commit(
+    store: &Store,
+    b: &dyn Builder,
+    key: &str,
+    recs: &[Record],
+    expect: Option<i64>,
+    cursor: Option<i64>,
+) -> Result<Result<(), ProjectionError>, ProjectionError> {
+    let mut tx = Tx::begin(store).await?;
+    let mut m = read_meta(&mut tx, key)
+        .await?
+        .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
+    if let Some(expected) = expect.filter(|e| *e != m.cursor) {
+        return Err(ProjectionError::Concurrent {
+            name: key.to_string(),
+            expected,
+            found: m.cursor,
+        });
+    }
+    let mut counts = Counts::default();
+    if let Err(e) = b.apply(&mut tx, m.version, recs, &mut counts).await {
+        return Ok(Err(e));
+    }
+    counts.applied = recs.len() as i64;
+    m.counts.add(&counts);
+    if let Some(c) = cursor {
+        m.cursor = c;
+    }
+    m.error = None;
+    write_meta(&mut tx, &m).await?;
+    tx.commit().await?;
+    Ok(Ok(()))
+}
+
+/// A builder's state, read outside any write transaction.
+async fn read_one(store: &Store, key: &str) -> Result<Meta, ProjectionError> {
+    let mut tx = Tx::begin_read(store).await?;
+    let m = read_meta_with(&mut tx, key, false).await?;
+    tx.commit().await?;
+    m.ok_or_else(|| ProjectionError::Unknown(key.to_string()))
+}
+
+/// Steps the builder under `key` until it has applied everything the replica holds.
+async fn drain(store: &Store, name: &str, key: &str, chunk: i64) -> Result<(), ProjectionError> {
+    while step(store, name, key, chunk).await?.applied > 0 {}
+    Ok(())
 }
 
 /// A chunk failed: apply its actions one by one so that those before the culprit are
@@ -370,25 +408,13 @@ async fn pinpoint(
     let mut culprit = (recs.first().map(|r| r.action.id).unwrap_or(-1), first);
     if recs.len() > 1 {
         for r in recs {
-            let res: Result<(), ProjectionError> = async {
-                let mut tx = Tx::begin(store).await?;
-                let mut m = read_meta(&mut tx, key)
-                    .await?
-                    .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
-                let mut counts = Counts::default();
-                b.apply(&mut tx, m.version, std::slice::from_ref(r), &mut counts)
-                    .await?;
-                counts.applied = 1;
-                m.counts.add(&counts);
-                m.cursor = r.action.id;
-                write_meta(&mut tx, &m).await?;
-                tx.commit().await?;
-                Ok(())
-            }
-            .await;
-            if let Err(e) = res {
-                culprit = (r.action.id, e);
-                break;
+            let one = std::slice::from_ref(r);
+            match apply_and_commit(store, b, key, one, None, Some(r.action.id)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) | Err(e) => {
+                    culprit = (r.action.id, e);
+                    break;
+                }
             }
         }
     }
@@ -416,14 +442,8 @@ async fn pinpoint(
 /// Steps until the builder has applied everything the replica holds now.
 pub async fn catch_up(store: &Store, name: &str, chunk: i64) -> Result<Meta, ProjectionError> {
     ensure(store, name).await?;
-    loop {
-        let s = step(store, name, name, chunk).await?;
-        if s.applied == 0 {
-            break;
-        }
-    }
-    let ms = metas(store).await?;
-    Ok(ms.into_iter().find(|m| m.name == name).expect("ensured"))
+    drain(store, name, name, chunk).await?;
+    read_one(store, name).await
 }
 
 /// Builds the next version of `name` side by side from the first action, then swaps the
@@ -448,7 +468,7 @@ pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, Proj
         tx.commit().await?;
     }
     if b.per_case() {
-        bulk_fill(store, b.as_ref(), &next_key, v, chunk).await?;
+        bulk_fill(store, b.as_ref(), &next_key, chunk).await?;
     }
     finish_rebuild(store, name, chunk).await
 }
@@ -460,7 +480,6 @@ async fn bulk_fill(
     store: &Store,
     b: &dyn Builder,
     key: &str,
-    v: i64,
     chunk: i64,
 ) -> Result<(), ProjectionError> {
     let Some(head) = store.checkpoint().await? else {
@@ -489,28 +508,17 @@ async fn bulk_fill(
             }
         }
         let recs = crate::source::parse::records(acts);
-        let mut tx = Tx::begin(store).await?;
-        let mut m = read_meta(&mut tx, key)
-            .await?
-            .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
-        let mut counts = Counts::default();
-        b.apply(&mut tx, v, &recs, &mut counts)
-            .await
-            .map_err(|e| ProjectionError::Action {
+        let cursor = done.then_some(head);
+        if let Err(e) = apply_and_commit(store, b, key, &recs, None, cursor).await? {
+            return Err(ProjectionError::Action {
                 id: recs.first().map(|r| r.action.id).unwrap_or(-1),
                 why: format!(
-                    "bulk rebuild of {} cases from {:?}: {e}",
+                    "bulk rebuild of {} actions from case {:?}: {e}",
                     recs.len(),
                     recs.first().map(|r| &r.action.case_number)
                 ),
-            })?;
-        counts.applied = recs.len() as i64;
-        m.counts.add(&counts);
-        if done {
-            m.cursor = head;
+            });
         }
-        write_meta(&mut tx, &m).await?;
-        tx.commit().await?;
         if done {
             return Ok(());
         }
@@ -522,12 +530,7 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
     let next_key = format!("{name}#next");
     let mut indexed = false;
     loop {
-        loop {
-            let s = step(store, name, &next_key, chunk).await?;
-            if s.applied == 0 {
-                break;
-            }
-        }
+        drain(store, name, &next_key, chunk).await?;
         if !indexed {
             // Caught up once: build the secondary indexes in their own transaction, then
             // catch up again and swap.

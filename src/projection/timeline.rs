@@ -186,19 +186,19 @@ impl Builder for Timeline {
         recs: &[Record],
         counts: &mut Counts,
     ) -> Result<(), ProjectionError> {
-        let codes = tx
+        // The code list, in one query (codes are digits: the first `|` separates).
+        let mut names: HashMap<String, String> = tx
             .texts(
-                &format!("SELECT code FROM event_types_v{v} ORDER BY code"),
+                &format!("SELECT code || '|' || name FROM event_types_v{v}"),
                 &[],
             )
-            .await?;
-        let names = tx
-            .texts(
-                &format!("SELECT name FROM event_types_v{v} ORDER BY code"),
-                &[],
-            )
-            .await?;
-        let mut names: HashMap<String, String> = codes.into_iter().zip(names).collect();
+            .await?
+            .into_iter()
+            .filter_map(|r| {
+                r.split_once('|')
+                    .map(|(c, n)| (c.to_string(), n.to_string()))
+            })
+            .collect();
         // Slots already opened in the cases this chunk touches.
         let mut cases: Vec<String> = recs
             .iter()

@@ -196,7 +196,9 @@ impl Simulator {
         let n = self.ensure();
         let mut s = self.inner.counters.lock().unwrap().stats.clone();
         s.actions_published = n;
-        s.head_id = self.head_id();
+        s.head_id = n
+            .checked_sub(1)
+            .map(|i| self.inner.generator.read().unwrap().events[i].id);
         s
     }
 

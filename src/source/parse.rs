@@ -349,12 +349,9 @@ fn fault(r: &mut Reader<&[u8]>) -> Outcome {
         }
     })();
     match res {
-        // A Fault is the answer even if what follows it is damaged.
-        Ok(()) | Err(_) if code.is_some() || text.is_some() => {
-            Outcome::Source(SourceError::Fault { code, text })
-        }
-        Ok(()) => Outcome::Source(SourceError::Fault { code, text }),
-        Err(e) => Outcome::Xml(e),
+        // A Fault is the answer even if what follows its code or text is damaged.
+        Err(e) if code.is_none() && text.is_none() => Outcome::Xml(e),
+        _ => Outcome::Source(SourceError::Fault { code, text }),
     }
 }
 
