@@ -58,3 +58,6 @@ ensure_redis
 ensure_postgres
 
 cargo test --all-targets "$@"
+
+# Schemathesis against the API's own description (no 5xx, nothing that breaks it).
+scripts/schemathesis.sh

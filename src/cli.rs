@@ -62,6 +62,8 @@ pub enum Command {
     Migrate,
     /// Serve the read API alone (no lease, no writes), on api.bind.
     Serve,
+    /// Print the read API's OpenAPI 3.1 description (as served at /openapi.json).
+    Openapi,
     /// Show the replica's state: checkpoint, lease, budget, last tick, head and lag.
     Status {
         #[arg(long)]
@@ -285,6 +287,10 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             database,
             api_bind,
         } => demo(cli.config, actions, period, live_rate, database, api_bind).await,
+        Command::Openapi => {
+            println!("{}", crate::api::openapi::json());
+            Ok(0)
+        }
         command => {
             let settings = Settings::load(cli.config.as_deref())?;
             let app = App::build(settings).await?;
@@ -341,7 +347,9 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 Command::Checkpoint { cmd } => checkpoint(&app, cmd).await?,
                 Command::Project { cmd } => project(&app, cmd).await?,
                 Command::Phase { cmd } => phase(&app, cmd).await?,
-                Command::Sim(_) | Command::Demo { .. } | Command::Serve => unreachable!(),
+                Command::Sim(_) | Command::Demo { .. } | Command::Serve | Command::Openapi => {
+                    unreachable!()
+                }
             };
             app.store.close().await;
             Ok(code)

@@ -720,3 +720,76 @@ async fn metrics_in_prometheus_text() {
         "the poller's counters too: {text}"
     );
 }
+
+/// `/openapi.json` is OpenAPI 3.1, describes every served route with the parameters the
+/// handlers accept, and its schemas describe what the handlers answer.
+#[tokio::test]
+async fn openapi_describes_every_route() {
+    let (_sim, app, api, _g, _db) = served(Backend::Sqlite).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let (status, h, spec) = api.get("/openapi.json").await;
+    assert_eq!(status, 200);
+    assert!(
+        h["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    assert!(spec["openapi"].as_str().unwrap().starts_with("3.1"));
+    let paths: BTreeSet<String> = spec["paths"].as_object().unwrap().keys().cloned().collect();
+    for p in [
+        "/v1/cases/{year}/{number}",
+        "/v1/cases/{year}/{number}/events",
+        "/v1/cases",
+        "/v1/subjects",
+        "/v1/events",
+        "/v1/stats",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/openapi.json",
+    ] {
+        assert!(paths.contains(p), "{p} is not described");
+    }
+    let params = |p: &str| -> BTreeSet<String> {
+        spec["paths"][p]["get"]["parameters"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|x| x["name"].as_str().unwrap().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        params("/v1/events"),
+        ["after", "type", "court", "case", "limit", "format"]
+            .map(String::from)
+            .into()
+    );
+    assert!(params("/v1/cases").contains("debtor_name"));
+    assert!(params("/v1/subjects").contains("rc"));
+    // A parameter the description does not name is refused.
+    let (status, _, body) = api.get("/v1/events?bogus=1").await;
+    assert_eq!(status, 400);
+    assert!(body["detail"].as_str().unwrap().contains("bogus"));
+    // Every /v1 operation documents its error answers.
+    for p in paths.iter().filter(|p| p.starts_with("/v1")) {
+        let rs = &spec["paths"][p]["get"]["responses"];
+        for code in ["200", "400", "429", "503"] {
+            assert!(rs.get(code).is_some(), "{p} does not document {code}");
+        }
+    }
+    // The case schema names the fields a case answer has.
+    let (_, _, list) = api.get("/v1/cases?limit=1000").await;
+    let props = spec["components"]["schemas"]["CaseDoc"]["properties"]
+        .as_object()
+        .unwrap();
+    let cases = list["cases"].as_array().unwrap();
+    assert!(cases.len() > 100);
+    for case in cases {
+        for k in case.as_object().unwrap().keys() {
+            assert!(props.contains_key(k), "CaseDoc schema lacks {k}");
+        }
+    }
+}

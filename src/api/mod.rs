@@ -7,6 +7,7 @@
 //! it is given.
 
 mod guard;
+pub mod openapi;
 mod problem;
 mod routes;
 

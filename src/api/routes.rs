@@ -14,6 +14,7 @@ use base64::Engine;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::openapi::{CaseListParams, EventParams, NoParams, PageParams, SubjectParams};
 use super::{ApiState, Problem};
 use crate::phase::Phase;
 use crate::projection::fold::{ico_key, name_key, rc_key};
@@ -24,6 +25,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics_text))
         .route("/readyz", get(readyz))
+        .route("/openapi.json", get(openapi_json))
         .route("/v1/cases/{year}/{number}", get(case))
         .route("/v1/cases/{year}/{number}/events", get(case_events))
         .route("/v1/subjects", get(subjects))
@@ -33,7 +35,7 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Watermark {
     /// The last action ID applied by every projection builder.
     pub action_id: i64,
@@ -99,19 +101,32 @@ async fn watermark(tx: &mut Tx) -> Result<Watermark, Problem> {
 /// Opens a read snapshot, checks the phase and reads the watermark.
 async fn open(state: &ApiState) -> Result<(Tx, Watermark), Problem> {
     let mut tx = Tx::begin_read(&state.store).await?;
-    let has_meta = tx
-        .int("SELECT COUNT(*) FROM proj_meta", &[])
-        .await?
-        .unwrap_or(0)
-        >= 3;
+    let has_meta = projections_built(&mut tx).await?;
     let wm = watermark(&mut tx).await?;
-    if Phase::parse(&wm.phase).is_none_or(|p| p < Phase::Serve) || !has_meta {
+    if Phase::parse(&wm.phase).is_none_or(|p| p < Phase::Serve) {
         return Err(Problem::unavailable(format!(
             "the read API is off: the feed is in phase `{}`; it answers from phase `serve` (`isir phase set serve`)",
             wm.phase
         )));
     }
+    if !has_meta {
+        return Err(Problem::unavailable(
+            "the projections are not built yet (`isir project catch-up`)",
+        ));
+    }
     Ok((tx, wm))
+}
+
+/// Whether every projection builder has a cursor (the tables exist).
+async fn projections_built(tx: &mut Tx) -> Result<bool, Problem> {
+    Ok(tx
+        .int(
+            "SELECT COUNT(*) FROM proj_meta WHERE name NOT LIKE '%#next'",
+            &[],
+        )
+        .await?
+        .unwrap_or(0)
+        >= crate::projection::NAMES.len() as i64)
 }
 
 fn respond(wm: &Watermark, req: &HeaderMap, mut body: Value) -> Response {
@@ -291,7 +306,10 @@ pub const SUBJECT_COLUMNS: &[&str] = &[
     "latest_action_id",
 ];
 
-async fn metrics_text() -> Response {
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Metrics in the Prometheus text format", body = String, content_type = "text/plain")))]
+pub(crate) async fn metrics_text() -> Response {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::telemetry::handle().render(),
@@ -299,23 +317,48 @@ async fn metrics_text() -> Response {
         .into_response()
 }
 
-async fn healthz() -> Json<Value> {
+/// This description (OpenAPI 3.1).
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI description", body = Object)))]
+pub(crate) async fn openapi_json() -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        super::openapi::json(),
+    )
+        .into_response()
+}
+
+/// The process is up (whatever the phase).
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "Up", body = crate::api::openapi::Health)))]
+pub(crate) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-async fn readyz(State(state): State<ApiState>) -> Response {
-    let r: Result<Watermark, Problem> = async {
+/// Ready to serve: phase `serve` and the projections within `api.max_lag_ids` of the replica.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready", body = crate::api::openapi::Ready),
+        (status = 503, description = "Not ready, with the reason", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn readyz(State(state): State<ApiState>) -> Response {
+    let r: Result<(Watermark, bool), Problem> = async {
         let mut tx = Tx::begin_read(&state.store).await?;
         let wm = watermark(&mut tx).await?;
+        let built = projections_built(&mut tx).await?;
         tx.commit().await?;
-        Ok(wm)
+        Ok((wm, built))
     }
     .await;
     match r {
-        Ok(wm) if wm.phase == "serve" && wm.lag_ids <= state.opts.max_lag_ids => {
+        Ok((wm, true)) if wm.phase == "serve" && wm.lag_ids <= state.opts.max_lag_ids => {
             Json(json!({"ready": true, "watermark": wm})).into_response()
         }
-        Ok(wm) => Problem::unavailable(format!(
+        Ok((_, false)) => {
+            Problem::unavailable("not ready: the projections are not built yet").into_response()
+        }
+        Ok((wm, true)) => Problem::unavailable(format!(
             "not ready: phase `{}`, projections {} IDs behind the replica (at most {})",
             wm.phase, wm.lag_ids, state.opts.max_lag_ids
         ))
@@ -378,8 +421,10 @@ fn search_key(param: &str, kind: &str, v: &str) -> Result<(&'static str, String)
     }
 }
 
-fn only(q: &HashMap<String, String>, allowed: &[&str]) -> Result<(), Problem> {
-    match q.keys().find(|k| !allowed.contains(&k.as_str())) {
+/// Refuses a parameter the endpoint's description (`P`) does not name.
+fn only<P: utoipa::IntoParams>(q: &HashMap<String, String>) -> Result<(), Problem> {
+    let allowed = super::openapi::allowed::<P>();
+    match q.keys().find(|k| !allowed.contains(k)) {
         Some(k) => Err(Problem::bad(format!(
             "unknown parameter {k:?}; this endpoint takes {}",
             allowed.join(", ")
@@ -440,13 +485,29 @@ fn decode_cursor(c: &str, n: usize) -> Result<Vec<String>, Problem> {
     Ok(v)
 }
 
-async fn case(
+/// One case with court, state and its history, debtors, administrator, key dates and
+/// erasure status.
+#[utoipa::path(get, path = "/v1/cases/{year}/{number}", tag = "cases",
+    params(crate::api::openapi::CasePath, crate::api::openapi::NoParams),
+    responses(
+        (status = 200, description = "The case", body = crate::api::openapi::CaseAnswer, headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+                ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica"))),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        (status = 404, description = "No such case", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn case(
     State(state): State<ApiState>,
     Path((year, number)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only(&q, &[])?;
+    only::<NoParams>(&q)?;
     let cn = case_number(&year, &number)?;
     let (mut tx, wm) = open(&state).await?;
     let doc = tx
@@ -504,13 +565,29 @@ fn event_json_sql(pg: bool) -> String {
     format!("{f}({}){cast}", parts.join(", "))
 }
 
-async fn case_events(
+/// A case's timeline in action-ID order, with document links.
+#[utoipa::path(get, path = "/v1/cases/{year}/{number}/events", tag = "cases",
+    params(crate::api::openapi::CasePath, crate::api::openapi::PageParams),
+    responses(
+        (status = 200, description = "A page of the timeline; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+                ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
+            content((crate::api::openapi::EventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        (status = 404, description = "No such case", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn case_events(
     State(state): State<ApiState>,
     Path((year, number)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only(&q, &["limit", "cursor", "format"])?;
+    only::<PageParams>(&q)?;
     let format = format_of(&q, &headers)?;
     let cn = case_number(&year, &number)?;
     let limit = limit(&state, &q)?;
@@ -582,14 +659,29 @@ fn mask(mut p: Value) -> Value {
     p
 }
 
-async fn subjects(
+/// Persons matching an IČO, a birth number or a name, once per case and role.
+#[utoipa::path(get, path = "/v1/subjects", tag = "subjects",
+    params(crate::api::openapi::SubjectParams),
+    responses(
+        (status = 200, description = "A page of persons; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+                ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
+            content((crate::api::openapi::SubjectList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn subjects(
     State(state): State<ApiState>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
     caller: Option<axum::Extension<super::guard::Caller>>,
 ) -> Result<Response, Problem> {
     let pii = caller.is_some_and(|c| c.pii);
-    only(&q, &["ico", "rc", "name", "limit", "cursor", "format"])?;
+    only::<SubjectParams>(&q)?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let given: Vec<&str> = ["ico", "rc", "name"]
@@ -698,29 +790,27 @@ fn court_param(
 }
 
 /// `GET /v1/cases`: filters, two orders, keyset pagination.
-async fn case_list(
+/// Cases matching every given filter, by date opened or by latest action.
+#[utoipa::path(get, path = "/v1/cases", tag = "cases",
+    params(crate::api::openapi::CaseListParams),
+    responses(
+        (status = 200, description = "A page of cases; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+                ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
+            content((crate::api::openapi::CaseList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn case_list(
     State(state): State<ApiState>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only(
-        &q,
-        &[
-            "court",
-            "state",
-            "opened_from",
-            "opened_to",
-            "updated_since",
-            "debtor_ico",
-            "debtor_rc",
-            "debtor_name",
-            "debtor_kind",
-            "sort",
-            "limit",
-            "cursor",
-            "format",
-        ],
-    )?;
+    only::<CaseListParams>(&q)?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let sort = q.get("sort").map(String::as_str).unwrap_or("opened");
@@ -848,12 +938,27 @@ async fn case_list(
 }
 
 /// `GET /v1/events?after=ID`: the change feed in action-ID order.
-async fn events(
+/// The change feed: every action after an ID, in ID order.
+#[utoipa::path(get, path = "/v1/events", tag = "events",
+    params(crate::api::openapi::EventParams),
+    responses(
+        (status = 200, description = "A page of the feed; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+                ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
+            content((crate::api::openapi::EventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn events(
     State(state): State<ApiState>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only(&q, &["after", "type", "court", "case", "limit", "format"])?;
+    only::<EventParams>(&q)?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let after: i64 = match q.get("after") {
@@ -925,12 +1030,26 @@ async fn events(
 }
 
 /// `GET /v1/stats`: cases by state, court and month opened.
-async fn stats(
+/// Cases by state, court and month opened.
+#[utoipa::path(get, path = "/v1/stats", tag = "cases",
+    params(crate::api::openapi::NoParams),
+    responses(
+        (status = 200, description = "Counts", body = crate::api::openapi::Stats, headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+                ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica"))),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
+            headers(("Retry-After" = u64, description = "Seconds to wait"))),
+        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
+        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub(crate) async fn stats(
     State(state): State<ApiState>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only(&q, &[])?;
+    only::<NoParams>(&q)?;
     let (mut tx, wm) = open(&state).await?;
     let rows = tx.texts("SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key", &[]).await?;
     tx.commit().await?;

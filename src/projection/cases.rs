@@ -36,14 +36,14 @@ pub const KNOWN_STATES: &[&str] = &[
 /// `datumVyskrtnuti` does too.
 pub const ERASURE_TYPES: &[&str] = &["636", "637"];
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct StateChange {
     pub action_id: i64,
     pub state: String,
     pub published: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct LegalForce {
     pub action_id: i64,
     pub date: String,
@@ -51,7 +51,7 @@ pub struct LegalForce {
     pub number: Option<i64>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct PartyRef {
     pub court: Option<String>,
     pub person_id: String,
@@ -64,7 +64,7 @@ pub struct PartyRef {
     pub appointed: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct CaseDoc {
     pub case_number: String,
     pub number: Option<i64>,

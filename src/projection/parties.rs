@@ -19,7 +19,7 @@ use crate::source::model::{Address, Note, Person, Record};
 
 pub const KNOWN_ROLES: &[&str] = &["DLUŽNÍK", "VĚŘITEL", "VĚŘIT-NAVR", "SPRÁVCE"];
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct PartyDoc {
     pub case_number: String,
     pub court: String,

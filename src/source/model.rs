@@ -173,7 +173,7 @@ pub struct Person {
 }
 
 /// `adresa`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Address {
     /// `druhAdresy`: `TRVALÁ`, `SÍDLO FY`, ...
     pub kind: Option<String>,
