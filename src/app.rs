@@ -53,8 +53,24 @@ impl App {
             )
             .await
             .context("recording projection.redact_replica")?;
+        let (lease, budget, redis) = Self::lease_and_budget(&settings, &store)?;
+        Ok(App {
+            settings,
+            store,
+            lease: Arc::new(lease),
+            budget: Arc::new(budget),
+            redis,
+        })
+    }
+
+    /// The lease and the budget the settings name (Redis or the database), without
+    /// touching either: also used read-only by `isir serve` to show them.
+    pub fn lease_and_budget(
+        settings: &Settings,
+        store: &Store,
+    ) -> anyhow::Result<(Lease, Budget, Option<Arc<RedisConn>>)> {
         let ttl = Duration::from_secs(settings.lease.ttl_secs);
-        let (lease, budget, redis) = match &settings.redis.url {
+        let r = match &settings.redis.url {
             Some(url) => {
                 let conn = Arc::new(
                     RedisConn::new(url).with_context(|| format!("redis.url = {}", redact(url)))?,
@@ -86,13 +102,17 @@ impl App {
                 None,
             ),
         };
-        Ok(App {
-            settings,
-            store,
-            lease: Arc::new(lease),
-            budget: Arc::new(budget),
-            redis,
-        })
+        Ok(r)
+    }
+
+    /// What the status page and `isir status` read.
+    pub fn status_source(&self) -> crate::status::StatusSource {
+        crate::status::StatusSource {
+            settings: self.settings.clone(),
+            store: self.store.clone(),
+            lease: self.lease.clone(),
+            budget: self.budget.clone(),
+        }
     }
 
     /// The source client behind the budget.

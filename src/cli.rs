@@ -310,7 +310,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     0
                 }
                 Command::Status { json } => {
-                    let s = crate::status::collect(&app).await?;
+                    let mut s = crate::status::collect(&app.status_source()).await?;
+                    s.api.reachable = Some(probe(&app.settings.api.bind).await);
                     if json {
                         println!("{}", serde_json::to_string_pretty(&s)?);
                     } else {
@@ -492,6 +493,20 @@ fn api_state(settings: &Settings, store: crate::store::Store) -> crate::api::Api
             keys: a.keys.clone(),
         },
     )
+}
+
+/// Whether something answers `/healthz` on `bind` within a second.
+async fn probe(bind: &str) -> bool {
+    let Ok(c) = reqwest::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+    else {
+        return false;
+    };
+    c.get(format!("http://{bind}/healthz"))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success())
 }
 
 /// The read API on `api.bind` until shutdown.

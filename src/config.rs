@@ -26,6 +26,19 @@ pub struct Settings {
     pub phase: PhaseSettings,
     pub projection: ProjectionSettings,
     pub api: ApiSettings,
+    pub admin: AdminSettings,
+}
+
+/// The operator surfaces: the status page `/` and `/metrics`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminSettings {
+    /// A separate address for the status page and `/metrics` (with `/healthz`); they
+    /// then leave `api.bind`. Unset: they are served on `api.bind`.
+    pub bind: Option<String>,
+    /// SHA-256 (hex) of the admin key. Set: the status page and `/metrics` answer only
+    /// to `X-Admin-Key: <key>` (or `?admin_key=` for a browser), wherever they are bound.
+    pub key_sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -200,6 +213,7 @@ impl Default for Settings {
             phase: PhaseSettings::default(),
             projection: ProjectionSettings::default(),
             api: ApiSettings::default(),
+            admin: AdminSettings::default(),
         }
     }
 }
@@ -311,6 +325,22 @@ impl Settings {
                 errs.push(format!("`{key}`: {why}"));
             }
         };
+        check(
+            self.admin
+                .key_sha256
+                .as_ref()
+                .is_none_or(|k| k.len() == 64 && k.chars().all(|c| c.is_ascii_hexdigit())),
+            "admin.key_sha256",
+            "must be 64 hex digits (the SHA-256 of the key)",
+        );
+        check(
+            self.admin
+                .bind
+                .as_ref()
+                .is_none_or(|b| b.parse::<std::net::SocketAddr>().is_ok()),
+            "admin.bind",
+            "must be an address such as 127.0.0.1:8081",
+        );
         check(
             self.source.url.starts_with("http://") || self.source.url.starts_with("https://"),
             "source.url",

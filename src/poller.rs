@@ -357,9 +357,23 @@ impl Poller {
         }
         t.head = head;
 
-        for _ in 0..self.opts.max_batches_per_tick {
+        for batch in 0..self.opts.max_batches_per_tick {
             if *shutdown.borrow() {
                 return TickOutcome::Interrupted;
+            }
+            // A phase moved below `ingest` stops the tick before its next request.
+            if batch > 0 {
+                match self.store.setting("phase").await {
+                    Ok(Some(p)) if Phase::parse(&p).is_some_and(|p| !p.ingests()) => {
+                        return TickOutcome::Disabled { phase: p };
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        return TickOutcome::StoreError {
+                            error: e.to_string(),
+                        };
+                    }
+                }
             }
             if keeper.lost() {
                 self.held = None;

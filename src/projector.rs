@@ -19,17 +19,45 @@ pub struct ProjectorOptions {
     pub every: Duration,
 }
 
-/// One round: every builder catches up with the replica. Errors are logged and stored
-/// in `proj_meta` by the builder; the round goes on with the next builder.
-pub async fn round(store: &Store, chunk: i64) -> bool {
+/// One round: every builder catches up with the replica, a chunk at a time. Between
+/// chunks it re-reads the phase and the shutdown signal, so a phase moved below
+/// `project` (or a shutdown) stops the round within one chunk. Errors are logged and
+/// stored in `proj_meta` by the builder; the round goes on with the next builder.
+pub async fn round(store: &Store, chunk: i64, shutdown: &watch::Receiver<bool>) -> bool {
     let mut ok = true;
     for name in projection::NAMES {
-        if let Err(e) = projection::catch_up(store, name, chunk).await {
+        if let Err(e) = projection::ensure(store, name).await {
             tracing::warn!(builder = name, error = %e, "projection round stopped");
             ok = false;
+            continue;
+        }
+        loop {
+            if *shutdown.borrow() || !projects(store).await {
+                return ok;
+            }
+            match projection::step(store, name, name, chunk).await {
+                Ok(s) if s.applied > 0 => {}
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(builder = name, error = %e, "projection round stopped");
+                    ok = false;
+                    break;
+                }
+            }
         }
     }
     ok
+}
+
+/// Whether the stored phase includes `project`.
+async fn projects(store: &Store) -> bool {
+    store
+        .setting("phase")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| Phase::parse(&p))
+        .is_some_and(|p| p >= Phase::Project)
 }
 
 /// Loops until `shutdown`: waits for `stored` or the schedule, debounces, runs a round
@@ -52,14 +80,8 @@ pub async fn run(
                 _ = shutdown.wait_for(|v| *v) => return,
             }
         }
-        let phase = store
-            .setting("phase")
-            .await
-            .ok()
-            .flatten()
-            .and_then(|p| Phase::parse(&p));
-        if phase.is_some_and(|p| p >= Phase::Project) {
-            round(&store, opts.chunk).await;
+        if projects(&store).await {
+            round(&store, opts.chunk, &shutdown).await;
         }
     }
 }

@@ -7,12 +7,38 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::app::App;
-use crate::budget::BudgetUsage;
+use std::sync::Arc;
+
+use crate::budget::{Budget, BudgetUsage};
 use crate::config::Settings;
-use crate::lease::LeaseInfo;
+use crate::lease::{Lease, LeaseInfo};
 use crate::poller::fmt_ms;
-use crate::store::{TickRecord, WriterState};
+use crate::store::{Store, TickRecord, WriterState};
+
+/// What status is read from: the store, the lease and the budget, and the settings
+/// (for the ETA and the API's thresholds). Read only.
+#[derive(Clone)]
+pub struct StatusSource {
+    pub settings: Settings,
+    pub store: Store,
+    pub lease: Arc<Lease>,
+    pub budget: Arc<Budget>,
+}
+
+/// The read API's state as the store tells it.
+#[derive(Debug, Serialize)]
+pub struct ApiStatus {
+    /// The phase includes `serve`: `/v1` answers.
+    pub serving: bool,
+    /// `/readyz` would say ready: serving, projections built and within `api.max_lag_ids`.
+    pub ready: bool,
+    /// The projections' watermark (lowest cursor) and its lag behind the checkpoint.
+    pub watermark: Option<i64>,
+    pub lag_ids: Option<i64>,
+    pub bind: String,
+    /// Whether `/healthz` answered on `api.bind` (only `isir status` probes it).
+    pub reachable: Option<bool>,
+}
 
 #[derive(Debug, Serialize)]
 pub struct Status {
@@ -32,6 +58,11 @@ pub struct Status {
     pub recent_ticks: Vec<TickRecord>,
     /// Each projection builder: cursor, version, counters, error.
     pub projections: Vec<crate::projection::Meta>,
+    pub api: ApiStatus,
+    /// Backfill progress from `poll.start_id` to the head, 0 to 1.
+    pub progress: Option<f64>,
+    /// Actions stored per hour over the last three days: (hour start in ms, actions).
+    pub stored_per_hour: Vec<(i64, i64)>,
 }
 
 /// A rough ETA from the budget: pages left at 1000 IDs... per request, limited by both
@@ -66,7 +97,7 @@ pub fn human(secs: i64) -> String {
     }
 }
 
-pub async fn collect(app: &App) -> anyhow::Result<Status> {
+pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
     let st: WriterState = app.store.writer_state().await?;
     let stored = app.store.count_actions().await?;
     let ticks = app.store.recent_ticks(10).await?;
@@ -86,9 +117,23 @@ pub async fn collect(app: &App) -> anyhow::Result<Status> {
             .map(|p| (chrono::Utc::now().timestamp() - p.timestamp()).max(0)),
         _ => None,
     };
+    let phase = app.store.setting("phase").await?;
+    let serving = phase
+        .as_deref()
+        .and_then(crate::phase::Phase::parse)
+        .is_some_and(|p| p >= crate::phase::Phase::Serve);
+    let projections = crate::projection::metas(&app.store)
+        .await
+        .unwrap_or_default();
+    let live: Vec<_> = projections
+        .iter()
+        .filter(|m| !m.name.contains('#'))
+        .collect();
+    let built = live.len() >= crate::projection::NAMES.len();
+    let watermark = live.iter().map(|m| m.cursor).min();
     Ok(Status {
         backend: app.store.backend(),
-        phase: app.store.setting("phase").await?,
+        phase,
         checkpoint: st.checkpoint,
         stored_actions: stored,
         epoch: st.epoch,
@@ -107,9 +152,29 @@ pub async fn collect(app: &App) -> anyhow::Result<Status> {
         }),
         last_tick: ticks.first().cloned(),
         recent_ticks: ticks,
-        projections: crate::projection::metas(&app.store)
-            .await
-            .unwrap_or_default(),
+        projections: projections.clone(),
+        api: ApiStatus {
+            serving,
+            ready: serving
+                && built
+                && watermark.is_some_and(|w| {
+                    (st.checkpoint.unwrap_or(-1) - w).max(0) <= app.settings.api.max_lag_ids
+                }),
+            watermark,
+            lag_ids: watermark.map(|w| (st.checkpoint.unwrap_or(-1) - w).max(0)),
+            bind: app.settings.api.bind.clone(),
+            reachable: None,
+        },
+        progress: st.head_id.map(|h| {
+            let start = app.settings.poll.start_id.max(0);
+            let done = st.checkpoint.unwrap_or(start) - start;
+            let all = (h - start).max(1);
+            (done as f64 / all as f64).clamp(0.0, 1.0)
+        }),
+        stored_per_hour: app
+            .store
+            .stored_per_hour(crate::store::now_ms() - 72 * 3_600_000)
+            .await?,
     })
 }
 
@@ -179,6 +244,25 @@ impl Status {
                     .unwrap_or_default()
             );
         }
+        let _ = writeln!(
+            o,
+            "api          {} on {}{}, watermark {}, {} IDs behind",
+            if self.api.ready {
+                "ready"
+            } else if self.api.serving {
+                "serving, not ready"
+            } else {
+                "off (phase before serve)"
+            },
+            self.api.bind,
+            match self.api.reachable {
+                Some(true) => " (answering)",
+                Some(false) => " (not answering)",
+                None => "",
+            },
+            opt(self.api.watermark),
+            opt(self.api.lag_ids)
+        );
         for m in &self.projections {
             let lag = self.checkpoint.map(|c| (c - m.cursor).max(0));
             let _ = writeln!(

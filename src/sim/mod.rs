@@ -185,6 +185,12 @@ impl Simulator {
         self.truth_after(i64::MIN, usize::MAX)
     }
 
+    /// Cases opened by the published actions (and those generated ahead of them).
+    pub fn case_count(&self) -> usize {
+        self.ensure();
+        self.inner.generator.read().unwrap().cases.len()
+    }
+
     /// The newest published ID.
     pub fn head_id(&self) -> Option<i64> {
         let n = self.ensure();

@@ -361,6 +361,22 @@ impl Store {
             .try_get(0)?))
     }
 
+    /// Actions stored per hour (from the tick log) since `since_ms`: (hour start in ms,
+    /// actions), oldest first, hours without actions left out.
+    pub async fn stored_per_hour(&self, since_ms: i64) -> Result<Vec<(i64, i64)>, StoreError> {
+        let sql = "SELECT (at / 3600000) * 3600000 AS h, CAST(SUM(actions) AS BIGINT) FROM tick_log \
+                   WHERE at >= $1 GROUP BY h ORDER BY h";
+        Ok(both!(self, |p| {
+            sqlx::query(sql)
+                .bind(since_ms)
+                .fetch_all(p)
+                .await?
+                .into_iter()
+                .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+                .collect::<Result<Vec<(i64, i64)>, sqlx::Error>>()?
+        }))
+    }
+
     /// Stored actions with an ID above `after`, in ID order, at most `limit`.
     pub async fn actions_after(&self, after: i64, limit: i64) -> Result<Vec<Action>, StoreError> {
         let sql =
