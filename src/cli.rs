@@ -480,7 +480,13 @@ async fn phase(app: &App, cmd: PhaseCmd) -> anyhow::Result<i32> {
     }
 }
 
-fn api_state(settings: &Settings, store: crate::store::Store) -> crate::api::ApiState {
+/// The read API's state: options from `api`, the operator surfaces from `admin`, and
+/// the status page's source.
+fn api_state(
+    settings: &Settings,
+    store: crate::store::Store,
+    status: crate::status::StatusSource,
+) -> crate::api::ApiState {
     let a = &settings.api;
     crate::api::ApiState::new(
         store,
@@ -493,6 +499,52 @@ fn api_state(settings: &Settings, store: crate::store::Store) -> crate::api::Api
             keys: a.keys.clone(),
         },
     )
+    .with_status(status)
+    .with_admin(crate::api::AdminOptions {
+        separate: settings.admin.bind.is_some(),
+        key_sha256: settings.admin.key_sha256.clone(),
+    })
+}
+
+type Listeners = (tokio::net::TcpListener, Option<tokio::net::TcpListener>);
+
+/// Binds `api.bind` and, when set, `admin.bind`: a daemon that cannot listen does not
+/// start.
+async fn bind_http(settings: &Settings) -> anyhow::Result<Listeners> {
+    let listener = tokio::net::TcpListener::bind(&settings.api.bind)
+        .await
+        .with_context(|| format!("binding api.bind = {}", settings.api.bind))?;
+    let admin = match &settings.admin.bind {
+        Some(b) => Some(
+            tokio::net::TcpListener::bind(b)
+                .await
+                .with_context(|| format!("binding admin.bind = {b}"))?,
+        ),
+        None => None,
+    };
+    Ok((listener, admin))
+}
+
+/// Serves the API and, on its own listener when configured, the operator surfaces,
+/// until `shutdown`.
+async fn serve_http(
+    (listener, admin): Listeners,
+    state: crate::api::ApiState,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let stop = |mut sd: watch::Receiver<bool>| async move {
+        let _ = sd.wait_for(|v| *v).await;
+    };
+    let public = crate::api::run(listener, state.clone(), stop(shutdown.clone()));
+    match admin {
+        Some(l) => {
+            let (a, b) = tokio::join!(public, crate::api::run_admin(l, state, stop(shutdown)));
+            a?;
+            b?;
+        }
+        None => public.await?,
+    }
+    Ok(())
 }
 
 /// Whether something answers `/healthz` on `bind` within a second.
@@ -509,20 +561,22 @@ async fn probe(bind: &str) -> bool {
         .is_ok_and(|r| r.status().is_success())
 }
 
-/// The read API on `api.bind` until shutdown.
+/// The read API on `api.bind` (and the operator pages) until shutdown, for `isir serve`:
+/// the lease and budget are only shown, never taken.
 pub async fn serve(
     settings: &Settings,
     store: crate::store::Store,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(&settings.api.bind)
-        .await
-        .with_context(|| format!("binding api.bind = {}", settings.api.bind))?;
-    crate::api::run(listener, api_state(settings, store), async move {
-        let _ = shutdown.wait_for(|v| *v).await;
-    })
-    .await?;
-    Ok(())
+    let (lease, budget, _) = App::lease_and_budget(settings, &store)?;
+    let status = crate::status::StatusSource {
+        settings: settings.clone(),
+        store: store.clone(),
+        lease: std::sync::Arc::new(lease),
+        budget: std::sync::Arc::new(budget),
+    };
+    let listeners = bind_http(settings).await?;
+    serve_http(listeners, api_state(settings, store, status), shutdown).await
 }
 
 async fn checkpoint(app: &App, cmd: CheckpointCmd) -> anyhow::Result<i32> {
@@ -621,18 +675,15 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
     tracing::info!(source = %app.settings.source.url, database = %crate::app::redact(&app.settings.database.url),
         redis = app.redis.is_some(), holder = app.lease.holder(), "daemon started");
     // The daemon's HTTP server runs whatever the phase; `/v1` answers from `serve` up.
-    let listener = tokio::net::TcpListener::bind(&app.settings.api.bind)
-        .await
-        .with_context(|| format!("binding api.bind = {}", app.settings.api.bind))?;
     let api = {
-        let mut sd = shutdown.clone();
-        tokio::spawn(crate::api::run(
-            listener,
-            api_state(&app.settings, app.store.clone()),
-            async move {
-                let _ = sd.wait_for(|v| *v).await;
-            },
-        ))
+        let listeners = bind_http(&app.settings).await?;
+        let state = api_state(&app.settings, app.store.clone(), app.status_source());
+        let sd = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) = serve_http(listeners, state, sd).await {
+                tracing::error!(error = %e, "the HTTP server stopped");
+            }
+        })
     };
     let projector = tokio::spawn(crate::projector::run(
         app.store.clone(),

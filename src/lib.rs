@@ -25,3 +25,4 @@ pub mod store;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub mod api;
 pub mod telemetry;
+pub mod web;

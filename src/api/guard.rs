@@ -108,3 +108,35 @@ pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) 
         .record(started.elapsed().as_secs_f64());
     resp
 }
+
+/// The operator surfaces: with `admin.key_sha256` set, only for `X-Admin-Key: <key>`
+/// (or `?admin_key=<key>`, for a browser).
+pub async fn admin(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+    if let Some(want) = &state.admin.key_sha256 {
+        let given = req
+            .headers()
+            .get("x-admin-key")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_string())
+            .or_else(|| {
+                req.uri().query().and_then(|q| {
+                    q.split('&')
+                        .find_map(|kv| kv.strip_prefix("admin_key="))
+                        .map(String::from)
+                })
+            });
+        let ok = given.is_some_and(|k| {
+            let digest = hex::encode(Sha256::digest(k.as_bytes()));
+            constant_time_eq(digest.as_bytes(), want.to_ascii_lowercase().as_bytes())
+        });
+        if !ok {
+            return Problem::new(
+                StatusCode::UNAUTHORIZED,
+                "admin-key",
+                "the operator pages need the admin key (X-Admin-Key)",
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
+}

@@ -6,10 +6,11 @@
 //! and has no route that writes. `run(listener, state, shutdown)` serves on a listener
 //! it is given.
 
-mod guard;
+pub(crate) mod guard;
 pub mod openapi;
 mod problem;
-mod routes;
+pub(crate) mod queries;
+pub(crate) mod routes;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,11 +47,23 @@ impl Default for ApiOptions {
     }
 }
 
+/// Where the operator surfaces (status page, `/metrics`) are served and who may see them.
+#[derive(Clone, Debug, Default)]
+pub struct AdminOptions {
+    /// Served by [`run_admin`] on their own listener, not by [`run`].
+    pub separate: bool,
+    /// SHA-256 (hex) of the admin key they require.
+    pub key_sha256: Option<String>,
+}
+
 #[derive(Clone)]
 pub struct ApiState {
     pub store: Store,
     pub opts: Arc<ApiOptions>,
     pub(crate) limiter: Arc<guard::Limiter>,
+    /// What the status page reads; without it the page says so.
+    pub status: Option<Arc<crate::status::StatusSource>>,
+    pub admin: Arc<AdminOptions>,
 }
 
 impl ApiState {
@@ -61,16 +74,46 @@ impl ApiState {
             store,
             opts: Arc::new(opts),
             limiter,
+            status: None,
+            admin: Arc::new(AdminOptions::default()),
         }
+    }
+
+    pub fn with_status(mut self, src: crate::status::StatusSource) -> Self {
+        self.status = Some(Arc::new(src));
+        self
+    }
+
+    pub fn with_admin(mut self, admin: AdminOptions) -> Self {
+        self.admin = Arc::new(admin);
+        self
     }
 }
 
-/// The routes with their protections: a request timeout, a body limit (the API takes no
-/// bodies), gzip compression of answers.
+/// The public routes with their protections: the rate limit and API keys, a request
+/// timeout, a body limit (the API takes no bodies), gzip compression of answers. The
+/// operator surfaces (status page, `/metrics`) are included unless they are separate.
 pub fn router(state: ApiState) -> Router {
-    routes::router(state.clone())
-        .route_layer(axum::middleware::from_fn_with_state(state, guard::guard))
-        .layer(tower_http::compression::CompressionLayer::new().gzip(true))
+    let mut r = routes::router(state.clone()).merge(crate::web::reader_router(state.clone()));
+    if !state.admin.separate {
+        r = r.merge(operator_routes(state.clone()));
+    }
+    protect(r.route_layer(axum::middleware::from_fn_with_state(state, guard::guard)))
+}
+
+/// The operator surfaces alone (with `/healthz`), for `admin.bind`.
+pub fn admin_router(state: ApiState) -> Router {
+    protect(operator_routes(state).route("/healthz", axum::routing::get(routes::healthz)))
+}
+
+fn operator_routes(state: ApiState) -> Router {
+    crate::web::status_router(state.clone())
+        .route("/metrics", axum::routing::get(routes::metrics_text))
+        .route_layer(axum::middleware::from_fn_with_state(state, guard::admin))
+}
+
+fn protect(r: Router) -> Router {
+    r.layer(tower_http::compression::CompressionLayer::new().gzip(true))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(16 * 1024))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,
@@ -91,6 +134,18 @@ pub async fn run(
     )
     .with_graceful_shutdown(shutdown)
     .await
+}
+
+/// Serves the operator surfaces on their own `listener` (`admin.bind`) until `shutdown`.
+pub async fn run_admin(
+    listener: tokio::net::TcpListener,
+    state: ApiState,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    tracing::info!(addr = %listener.local_addr()?, "admin listening");
+    axum::serve(listener, admin_router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 /// A request timeout for every route.

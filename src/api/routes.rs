@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::openapi::{CaseListParams, EventParams, NoParams, PageParams, SubjectParams};
-use super::{ApiState, Problem};
+use super::{ApiState, Problem, queries};
 use crate::phase::Phase;
 use crate::projection::fold::{ico_key, name_key, rc_key};
 use crate::projection::sql::{Tx, Val};
@@ -23,7 +23,6 @@ use crate::projection::sql::{Tx, Val};
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics_text))
         .route("/readyz", get(readyz))
         .route("/openapi.json", get(openapi_json))
         .route("/v1/cases/{year}/{number}", get(case))
@@ -99,7 +98,7 @@ async fn watermark(tx: &mut Tx) -> Result<Watermark, Problem> {
 }
 
 /// Opens a read snapshot, checks the phase and reads the watermark.
-async fn open(state: &ApiState) -> Result<(Tx, Watermark), Problem> {
+pub(crate) async fn open(state: &ApiState) -> Result<(Tx, Watermark), Problem> {
     let mut tx = Tx::begin_read(&state.store).await?;
     let has_meta = projections_built(&mut tx).await?;
     let wm = watermark(&mut tx).await?;
@@ -367,7 +366,7 @@ pub(crate) async fn readyz(State(state): State<ApiState>) -> Response {
     }
 }
 
-fn case_number(year: &str, number: &str) -> Result<String, Problem> {
+pub(crate) fn case_number(year: &str, number: &str) -> Result<String, Problem> {
     let y: i64 = year
         .parse()
         .map_err(|_| Problem::bad(format!("year {year:?} is not a number")))?;
@@ -387,7 +386,11 @@ fn case_number(year: &str, number: &str) -> Result<String, Problem> {
 
 /// Validates a search value and gives the `parties` column and key to look it up by:
 /// `kind` is `ico`, `rc` or `name`; `param` names the parameter in messages.
-fn search_key(param: &str, kind: &str, v: &str) -> Result<(&'static str, String), Problem> {
+pub(crate) fn search_key(
+    param: &str,
+    kind: &str,
+    v: &str,
+) -> Result<(&'static str, String), Problem> {
     match kind {
         "ico" => {
             if !(v.len() >= 6 && v.len() <= 12 && v.chars().all(|c| c.is_ascii_digit())) {
@@ -451,17 +454,20 @@ fn limit(state: &ApiState, q: &HashMap<String, String>) -> Result<i64, Problem> 
     }
 }
 
-/// Parses the rows of a list query (which asked for `limit + 1`), and tells whether
-/// there is a next page.
-fn page(rows: &[String], limit: i64) -> Result<(Vec<Value>, bool), Problem> {
-    let mut items: Vec<Value> = rows
-        .iter()
-        .map(|r| serde_json::from_str(r))
-        .collect::<Result<_, _>>()
-        .map_err(Problem::internal)?;
+/// Cuts the rows of a list query (which asked for `limit + 1`) to the page, and tells
+/// whether there is a next page.
+fn page(mut items: Vec<Value>, limit: i64) -> (Vec<Value>, bool) {
     let more = items.len() as i64 > limit;
     items.truncate(limit as usize);
-    Ok((items, more))
+    (items, more)
+}
+
+/// Parses JSON documents read from a projection.
+fn docs(rows: &[String]) -> Result<Vec<Value>, Problem> {
+    rows.iter()
+        .map(|r| serde_json::from_str(r))
+        .collect::<Result<_, _>>()
+        .map_err(Problem::internal)
 }
 
 fn encode_cursor(parts: &[String]) -> String {
@@ -510,59 +516,15 @@ pub(crate) async fn case(
     only::<NoParams>(&q)?;
     let cn = case_number(&year, &number)?;
     let (mut tx, wm) = open(&state).await?;
-    let doc = tx
-        .texts(
-            "SELECT doc FROM cases WHERE case_number = $1",
-            &[cn.as_str().into()],
-        )
-        .await?
-        .pop();
+    let doc = queries::case_doc(&mut tx, &cn).await?;
     tx.commit().await?;
-    let Some(doc) = doc else {
+    let Some(case) = doc else {
         return Err(Problem::not_found(format!(
             "no case {cn} in the replica (as of action {})",
             wm.action_id
         )));
     };
-    let case: Value = serde_json::from_str(&doc).map_err(Problem::internal)?;
     Ok(respond(&wm, &headers, json!({ "case": case })))
-}
-
-fn event_json_sql(pg: bool) -> String {
-    let b = |c: &str| {
-        if pg {
-            c.to_string()
-        } else {
-            format!("json(CASE WHEN {c} THEN 'true' ELSE 'false' END)")
-        }
-    };
-    let f = if pg {
-        "json_build_object"
-    } else {
-        "json_object"
-    };
-    let cols = [
-        "action_id",
-        "case_number",
-        "court",
-        "type_code",
-        "type_name",
-        "source_type_name",
-        "section",
-        "number_in_section",
-        "document_url",
-        "published",
-        "created",
-        "slot_action_id",
-    ];
-    let mut parts: Vec<String> = cols.iter().map(|c| format!("'{c}', {c}")).collect();
-    parts.push(format!("'secondary_action', {}", b("secondary_action")));
-    parts.push(format!("'secondary_document', {}", b("secondary_document")));
-    for c in ["legal_force_date", "corrected_published", "annulled"] {
-        parts.push(format!("'{c}', {c}"));
-    }
-    let cast = if pg { "::text" } else { "" };
-    format!("{f}({}){cast}", parts.join(", "))
 }
 
 /// A case's timeline in action-ID order, with document links.
@@ -612,18 +574,9 @@ pub(crate) async fn case_events(
             wm.action_id
         )));
     }
-    let sql = format!(
-        "SELECT {} FROM timeline WHERE case_number = $1 AND action_id > $2 ORDER BY action_id LIMIT $3",
-        event_json_sql(tx.is_postgres())
-    );
-    let rows = tx
-        .texts(
-            &sql,
-            &[cn.as_str().into(), after.into(), Val::from(limit + 1)],
-        )
-        .await?;
+    let rows = queries::case_events(&mut tx, &cn, after, limit + 1).await?;
     tx.commit().await?;
-    let (events, more) = page(&rows, limit)?;
+    let (events, more) = page(rows, limit);
     let next = more.then(|| {
         let last = events
             .last()
@@ -647,16 +600,6 @@ pub(crate) async fn case_events(
         next,
         EVENT_COLUMNS,
     ))
-}
-
-/// Birth numbers and birth dates are masked for callers without the `pii` scope.
-fn mask(mut p: Value) -> Value {
-    for k in ["birth_number", "birth_date"] {
-        if p[k].is_string() {
-            p[k] = Value::String("***".into());
-        }
-    }
-    p
 }
 
 /// Persons matching an IČO, a birth number or a name, once per case and role.
@@ -697,20 +640,9 @@ pub(crate) async fn subjects(
         None => vec![String::new(), String::new(), String::new()],
     };
     let (mut tx, wm) = open(&state).await?;
-    let sql = format!(
-        "SELECT doc FROM parties WHERE {col} = $1 AND (case_number, court, person_id) > ($2, $3, $4) \
-         ORDER BY case_number, court, person_id LIMIT $5"
-    );
-    let binds = [
-        key.as_str().into(),
-        after[0].as_str().into(),
-        after[1].as_str().into(),
-        after[2].as_str().into(),
-        Val::from(limit + 1),
-    ];
-    let rows = tx.texts(&sql, &binds).await?;
+    let rows = queries::subjects(&mut tx, col, &key, &after, limit + 1).await?;
     tx.commit().await?;
-    let (persons, more) = page(&rows, limit)?;
+    let (persons, more) = page(rows, limit);
     let next = more.then(|| {
         let l = persons.last().cloned().unwrap_or_default();
         let parts = ["case_number", "court", "person_id"]
@@ -729,7 +661,7 @@ pub(crate) async fn subjects(
     let persons: Vec<Value> = if pii {
         persons
     } else {
-        persons.into_iter().map(mask).collect()
+        persons.into_iter().map(queries::mask).collect()
     };
     Ok(respond_list(
         &wm,
@@ -753,7 +685,7 @@ fn query_except(q: &HashMap<String, String>, drop: &[&str]) -> Vec<String> {
     qs
 }
 
-fn url_escape(s: &str) -> String {
+pub(crate) fn url_escape(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -904,7 +836,7 @@ pub(crate) async fn case_list(
     let (mut tx, wm) = open(&state).await?;
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
-    let (docs, more) = page(&rows, limit)?;
+    let (docs, more) = page(docs(&rows)?, limit);
     let next = more.then(|| {
         let l = docs.last().cloned().unwrap_or_default();
         let k0 = match &l[if key_cols[0] == "opened" {
@@ -999,13 +931,13 @@ pub(crate) async fn events(
     let (mut tx, wm) = open(&state).await?;
     let sql = format!(
         "SELECT {} FROM timeline WHERE {} ORDER BY action_id LIMIT ${}",
-        event_json_sql(tx.is_postgres()),
+        queries::event_json_sql(tx.is_postgres()),
         conds.join(" AND "),
         binds.len()
     );
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
-    let (evs, more) = page(&rows, limit)?;
+    let (evs, more) = page(docs(&rows)?, limit);
     let next = more.then(|| {
         let last = evs
             .last()

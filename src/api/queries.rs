@@ -1,0 +1,131 @@
+//! The projection queries behind the read API and the HTML pages: one place for each
+//! question, so a page and its API endpoint answer the same.
+//!
+//! Reads the projection views only (never `actions`), inside the caller's read
+//! snapshot; returns documents as JSON values, never renders.
+
+use serde_json::Value;
+
+use super::Problem;
+use crate::projection::sql::{Tx, Val};
+
+fn parse(rows: &[String]) -> Result<Vec<Value>, Problem> {
+    rows.iter()
+        .map(|r| serde_json::from_str(r))
+        .collect::<Result<_, _>>()
+        .map_err(Problem::internal)
+}
+
+/// One case document.
+pub async fn case_doc(tx: &mut Tx, case_number: &str) -> Result<Option<Value>, Problem> {
+    let doc = tx
+        .texts(
+            "SELECT doc FROM cases WHERE case_number = $1",
+            &[case_number.into()],
+        )
+        .await?
+        .pop();
+    doc.map(|d| serde_json::from_str(&d).map_err(Problem::internal))
+        .transpose()
+}
+
+/// The JSON object of a timeline row.
+pub fn event_json_sql(pg: bool) -> String {
+    let b = |c: &str| {
+        if pg {
+            c.to_string()
+        } else {
+            format!("json(CASE WHEN {c} THEN 'true' ELSE 'false' END)")
+        }
+    };
+    let f = if pg {
+        "json_build_object"
+    } else {
+        "json_object"
+    };
+    let cols = [
+        "action_id",
+        "case_number",
+        "court",
+        "type_code",
+        "type_name",
+        "source_type_name",
+        "section",
+        "number_in_section",
+        "document_url",
+        "published",
+        "created",
+        "slot_action_id",
+    ];
+    let mut parts: Vec<String> = cols.iter().map(|c| format!("'{c}', {c}")).collect();
+    parts.push(format!("'secondary_action', {}", b("secondary_action")));
+    parts.push(format!("'secondary_document', {}", b("secondary_document")));
+    for c in ["legal_force_date", "corrected_published", "annulled"] {
+        parts.push(format!("'{c}', {c}"));
+    }
+    let cast = if pg { "::text" } else { "" };
+    format!("{f}({}){cast}", parts.join(", "))
+}
+
+/// A case's events after `after`, in action-ID order, at most `limit`.
+pub async fn case_events(
+    tx: &mut Tx,
+    case_number: &str,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<Value>, Problem> {
+    let sql = format!(
+        "SELECT {} FROM timeline WHERE case_number = $1 AND action_id > $2 ORDER BY action_id LIMIT $3",
+        event_json_sql(tx.is_postgres())
+    );
+    let rows = tx
+        .texts(&sql, &[case_number.into(), after.into(), Val::from(limit)])
+        .await?;
+    parse(&rows)
+}
+
+/// Persons whose `col` (`ico`, `rc` or `name_key`) is `key`, after the keyset position
+/// `after` (case number, court, person ID), at most `limit`.
+pub async fn subjects(
+    tx: &mut Tx,
+    col: &str,
+    key: &str,
+    after: &[String],
+    limit: i64,
+) -> Result<Vec<Value>, Problem> {
+    debug_assert!(["ico", "rc", "name_key"].contains(&col));
+    let sql = format!(
+        "SELECT doc FROM parties WHERE {col} = $1 AND (case_number, court, person_id) > ($2, $3, $4) \
+         ORDER BY case_number, court, person_id LIMIT $5"
+    );
+    let binds = [
+        key.into(),
+        after[0].as_str().into(),
+        after[1].as_str().into(),
+        after[2].as_str().into(),
+        Val::from(limit),
+    ];
+    let rows = tx.texts(&sql, &binds).await?;
+    parse(&rows)
+}
+
+/// The persons of one case (debtors, creditors, administrators), by role and name.
+pub async fn case_parties(tx: &mut Tx, case_number: &str) -> Result<Vec<Value>, Problem> {
+    let rows = tx
+        .texts(
+            "SELECT doc FROM parties WHERE case_number = $1 ORDER BY role, name_key, person_id LIMIT 2000",
+            &[case_number.into()],
+        )
+        .await?;
+    parse(&rows)
+}
+
+/// Birth numbers and birth dates are masked for callers without the `pii` scope.
+pub fn mask(mut p: Value) -> Value {
+    for k in ["birth_number", "birth_date"] {
+        if p[k].is_string() {
+            p[k] = Value::String("***".into());
+        }
+    }
+    p
+}

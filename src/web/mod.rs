@@ -1,0 +1,33 @@
+//! Server-rendered HTML for people who do not write code: the operator's status page
+//! (`/`), and the search (`/search?q=`) and case (`/cases/{year}/{number}`) pages.
+//!
+//! Owns HTML only. The status page reads `status::collect` (read only); the search and
+//! case pages read the projections through `api::queries`, the same queries as the
+//! API, with the same phase gate and the same masking of personal data. No route here
+//! writes, and no page needs JavaScript.
+
+mod html;
+mod pages;
+mod status_page;
+
+use axum::Router;
+use axum::routing::get;
+
+use crate::api::ApiState;
+
+/// The status page (operator surface).
+pub fn status_router(state: ApiState) -> Router {
+    Router::new()
+        .route("/", get(status_page::status))
+        .with_state(state)
+}
+
+/// The search and case pages (reader surface).
+pub fn reader_router(state: ApiState) -> Router {
+    Router::new()
+        .route("/search", get(pages::search))
+        .route("/cases/{year}/{number}", get(pages::case))
+        .with_state(state)
+}
+
+pub use html::escape;

@@ -1,0 +1,355 @@
+//! The search page and the case page, rendered from the same projection queries as the
+//! API (`api::queries`), behind the same phase gate, rate limit and masking: birth
+//! numbers and dates only for a key with the `pii` scope, erased debtors never shown.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde_json::Value;
+
+use super::html::{error_page, escape, page};
+use crate::api::guard::Caller;
+use crate::api::routes::{case_number, open, search_key, url_escape};
+use crate::api::{ApiState, Problem, queries};
+
+const PAGE: i64 = 100;
+const EVENTS_PAGE: i64 = 500;
+
+fn problem_page(p: Problem) -> Response {
+    error_page(
+        StatusCode::from_u16(p.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &p.detail,
+    )
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    v[k].as_str().unwrap_or("")
+}
+
+fn case_link(cn: &str) -> String {
+    let rest = cn.strip_prefix("INS ").unwrap_or(cn);
+    match rest.split_once('/') {
+        Some((n, y)) => format!(
+            "<a href=\"/cases/{}/{}\">{}</a>",
+            escape(y),
+            escape(n),
+            escape(cn)
+        ),
+        None => escape(cn),
+    }
+}
+
+/// A person's display name: titles, first name, name (or trade name).
+fn person_name(p: &Value) -> String {
+    let mut parts = Vec::new();
+    for k in ["title_before", "first_name", "name"] {
+        if !s(p, k).is_empty() {
+            parts.push(s(p, k).to_string());
+        }
+    }
+    if parts.is_empty() && !s(p, "trade_name").is_empty() {
+        parts.push(s(p, "trade_name").to_string());
+    }
+    let mut n = parts.join(" ");
+    if !s(p, "title_after").is_empty() {
+        n.push_str(", ");
+        n.push_str(s(p, "title_after"));
+    }
+    n
+}
+
+/// What a search text is: a case number, a birth number, an IČO or a name.
+enum Query_ {
+    Case(String, String),
+    Key(&'static str, &'static str),
+}
+
+fn classify(q: &str) -> Query_ {
+    // A case number is `INS n/yyyy` or `n/yyyy` with n of 1 to 5 digits (a year has at
+    // most some tens of thousands of cases); a birth number has 6 digits before the slash.
+    let t = q.trim();
+    let bare = t
+        .strip_prefix("INS")
+        .or_else(|| t.strip_prefix("ins"))
+        .unwrap_or(t)
+        .trim();
+    if let Some((n, y)) = bare.split_once('/') {
+        let (n, y) = (n.trim(), y.trim());
+        if y.len() == 4
+            && !n.is_empty()
+            && n.chars().all(|c| c.is_ascii_digit())
+            && y.parse::<u32>().is_ok_and(|y| (2008..=2100).contains(&y))
+            && (n.len() <= 5 || bare.len() < t.len())
+        {
+            return Query_::Case(y.to_string(), n.to_string());
+        }
+    }
+    let digits = t.chars().filter(|c| *c != '/').count();
+    let numeric = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '/');
+    if numeric && (t.contains('/') || digits >= 9) {
+        Query_::Key("rc", "birth number")
+    } else if numeric {
+        Query_::Key("ico", "IČO")
+    } else {
+        Query_::Key("name", "name")
+    }
+}
+
+const SEARCH_FORM: &str = "<h1>Insolvenční rejstřík: hledání</h1>\
+<form action=\"/search\" method=\"get\"><input type=\"search\" name=\"q\" value=\"{q}\" \
+placeholder=\"IČO, rodné číslo, jméno nebo INS 123/2024\" autofocus> <button>Hledat</button></form>\
+<p class=\"muted\">IČO, birth number (rodné číslo), a name (case and diacritics ignored) or a case number.</p>";
+
+pub async fn search(
+    State(state): State<ApiState>,
+    Query(q): Query<HashMap<String, String>>,
+    caller: Option<Extension<Caller>>,
+) -> Response {
+    let text = q.get("q").map(|s| s.trim().to_string()).unwrap_or_default();
+    let form = SEARCH_FORM.replace("{q}", &escape(&text));
+    if text.is_empty() {
+        return page(StatusCode::OK, "isir: search", &form);
+    }
+    let pii = caller.is_some_and(|c| c.pii);
+    let (param, what) = match classify(&text) {
+        Query_::Case(y, n) => {
+            return Redirect::to(&format!("/cases/{y}/{n}")).into_response();
+        }
+        Query_::Key(p, w) => (p, w),
+    };
+    let (col, key) = match search_key("q", param, &text) {
+        Ok(k) => k,
+        Err(p) => {
+            return page(
+                StatusCode::BAD_REQUEST,
+                "isir: search",
+                &format!(
+                    "{form}<p id=\"error\" class=\"bad\">{}</p>",
+                    escape(&p.detail)
+                ),
+            );
+        }
+    };
+    let after: Vec<String> = match q.get("after") {
+        Some(a) => {
+            let v: Vec<String> = a.splitn(3, '|').map(String::from).collect();
+            if v.len() != 3 {
+                return problem_page(Problem::bad("after is malformed; use the `more` link"));
+            }
+            v
+        }
+        None => vec![String::new(); 3],
+    };
+    let r = async {
+        let (mut tx, wm) = open(&state).await?;
+        let rows = queries::subjects(&mut tx, col, &key, &after, PAGE + 1).await?;
+        tx.commit().await?;
+        Ok::<_, Problem>((rows, wm))
+    }
+    .await;
+    let (mut rows, wm) = match r {
+        Ok(x) => x,
+        Err(p) => return problem_page(p),
+    };
+    let more = rows.len() as i64 > PAGE;
+    rows.truncate(PAGE as usize);
+    let mut o = form;
+    let _ = write!(
+        o,
+        "<h2>{} {} match “{}” by {what}</h2>",
+        rows.len(),
+        if rows.len() == 1 { "person" } else { "persons" },
+        escape(&text)
+    );
+    o.push_str("<table id=\"results\"><tr><th>Name</th><th>Role</th><th>Case</th><th>IČO</th><th>Birth number</th><th>Birth date</th><th>Left the case</th></tr>");
+    for p in &rows {
+        let p = if pii {
+            p.clone()
+        } else {
+            queries::mask(p.clone())
+        };
+        let _ = write!(
+            o,
+            "<tr><td class=\"name\">{}</td><td>{}</td><td class=\"case\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&person_name(&p)),
+            escape(s(&p, "role")),
+            case_link(s(&p, "case_number")),
+            escape(s(&p, "ico")),
+            escape(s(&p, "birth_number")),
+            escape(s(&p, "birth_date")),
+            escape(s(&p, "left_case"))
+        );
+    }
+    o.push_str("</table>");
+    if more {
+        if let Some(l) = rows.last() {
+            let cur = format!(
+                "{}|{}|{}",
+                s(l, "case_number"),
+                s(l, "court"),
+                s(l, "person_id")
+            );
+            let _ = write!(
+                o,
+                "<p><a id=\"more\" href=\"/search?q={}&amp;after={}\">more</a></p>",
+                url_escape(&text),
+                url_escape(&cur)
+            );
+        }
+    }
+    let _ = write!(o, "<p class=\"muted\">As of action {}.</p>", wm.action_id);
+    page(StatusCode::OK, &format!("isir: {text}"), &o)
+}
+
+pub async fn case(
+    State(state): State<ApiState>,
+    Path((year, number)): Path<(String, String)>,
+    Query(q): Query<HashMap<String, String>>,
+    caller: Option<Extension<Caller>>,
+) -> Response {
+    let pii = caller.is_some_and(|c| c.pii);
+    let cn = match case_number(&year, &number) {
+        Ok(c) => c,
+        Err(p) => return problem_page(p),
+    };
+    let after: i64 = match q.get("after").map(|a| a.parse::<i64>()) {
+        None => i64::MIN,
+        Some(Ok(a)) => a,
+        Some(Err(_)) => return problem_page(Problem::bad("after is not an action ID")),
+    };
+    let r = async {
+        let (mut tx, wm) = open(&state).await?;
+        let Some(doc) = queries::case_doc(&mut tx, &cn).await? else {
+            return Err(Problem::not_found(format!(
+                "no case {cn} in the replica (as of action {})",
+                wm.action_id
+            )));
+        };
+        let parties = queries::case_parties(&mut tx, &cn).await?;
+        let events = queries::case_events(&mut tx, &cn, after, EVENTS_PAGE + 1).await?;
+        tx.commit().await?;
+        Ok((doc, parties, events, wm))
+    }
+    .await;
+    let (doc, parties, mut events, wm) = match r {
+        Ok(x) => x,
+        Err(p) => return problem_page(p),
+    };
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<h1 id=\"case-number\">{}</h1><table>\
+         <tr><th>Court</th><td id=\"court\">{}</td></tr>\
+         <tr><th>State</th><td id=\"state\">{}</td></tr>\
+         <tr><th>Opened</th><td>{}</td></tr>\
+         <tr><th>Claims deadline</th><td>{}</td></tr>\
+         <tr><th>Ended</th><td>{}</td></tr>\
+         <tr><th>Administrator</th><td id=\"administrator\">{}</td></tr>\
+         <tr><th>Documents</th><td>{}</td></tr>\
+         <tr><th>Erased</th><td>{}</td></tr></table>",
+        escape(s(&doc, "case_number")),
+        escape(s(&doc, "court_name")),
+        escape(s(&doc, "state")),
+        escape(s(&doc, "opened")),
+        escape(s(&doc, "claims_deadline")),
+        escape(s(&doc, "ended")),
+        escape(
+            &doc.get("administrator")
+                .map(person_name)
+                .unwrap_or_default()
+        ),
+        doc["documents"],
+        if doc["erased"].as_bool() == Some(true) {
+            format!(
+                "yes, {} (the debtor's data are not shown)",
+                escape(s(&doc, "erased_at"))
+            )
+        } else {
+            "no".into()
+        }
+    );
+    o.push_str("<h2>State history</h2><table id=\"states\"><tr><th>State</th><th>Since</th><th>Action</th></tr>");
+    for st in doc["states"].as_array().into_iter().flatten() {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+            escape(s(st, "state")),
+            escape(s(st, "published")),
+            st["action_id"]
+        );
+    }
+    o.push_str("</table><h2>Parties</h2><table id=\"parties\"><tr><th>Role</th><th>Name</th><th>IČO</th><th>Birth number</th><th>Address</th><th>Left</th></tr>");
+    for p in &parties {
+        let p = if pii {
+            p.clone()
+        } else {
+            queries::mask(p.clone())
+        };
+        let addr = p["addresses"]
+            .as_array()
+            .and_then(|a| a.first())
+            .map(|a| {
+                [
+                    s(a, "street"),
+                    s(a, "house_number"),
+                    s(a, "city"),
+                    s(a, "postcode"),
+                ]
+                .iter()
+                .filter(|x| !x.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ")
+            })
+            .unwrap_or_default();
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td class=\"name\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            escape(s(&p, "role")),
+            escape(&person_name(&p)),
+            escape(s(&p, "ico")),
+            escape(s(&p, "birth_number")),
+            escape(&addr),
+            escape(s(&p, "left_case"))
+        );
+    }
+    let more = events.len() as i64 > EVENTS_PAGE;
+    events.truncate(EVENTS_PAGE as usize);
+    o.push_str("</table><h2>Timeline</h2><table id=\"timeline\"><tr><th class=\"num\">Action</th><th>Published</th><th>Event</th><th>Section</th><th>Document</th></tr>");
+    for e in &events {
+        let doc_link = match e["document_url"].as_str() {
+            Some(u) if u.starts_with("https://") || u.starts_with("http://") => {
+                format!("<a href=\"{}\" rel=\"noopener\">document</a>", escape(u))
+            }
+            _ => String::new(),
+        };
+        let section = match (e["section"].as_str(), e["number_in_section"].as_i64()) {
+            (Some(sec), Some(n)) => format!("{sec}-{n}"),
+            (Some(sec), None) => sec.to_string(),
+            _ => String::new(),
+        };
+        let _ = write!(
+            o,
+            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{doc_link}</td></tr>",
+            e["action_id"],
+            escape(s(e, "published")),
+            escape(s(e, "type_name")),
+            escape(&section)
+        );
+    }
+    o.push_str("</table>");
+    if more && let Some(last) = events.last().and_then(|e| e["action_id"].as_i64()) {
+        let _ = write!(
+            o,
+            "<p><a id=\"more\" href=\"/cases/{year}/{number}?after={last}\">more events</a></p>",
+            year = escape(&year),
+            number = escape(&number)
+        );
+    }
+    let _ = write!(o, "<p class=\"muted\">As of action {}.</p>", wm.action_id);
+    page(StatusCode::OK, &format!("isir: {cn}"), &o)
+}

@@ -1,0 +1,320 @@
+//! The server-rendered pages on port 0 with simulator data: the status page shows the
+//! store's numbers in every phase; the search page finds by name (diacritics and case
+//! ignored), IČO, birth number (masked without the `pii` scope) and case number; the
+//! case page shows states, parties and the timeline with document links; the operator
+//! surfaces can be moved to `admin.bind` or put behind an admin key.
+
+mod common;
+
+use common::{BOTH, Backend};
+use isir::projection::{self, cases::CaseDoc, parties::PartyDoc};
+use sha2::Digest;
+
+struct Web {
+    base: String,
+    http: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Web {
+    async fn get(&self, path: &str) -> (u16, String) {
+        self.get_with(path, &[]).await
+    }
+    async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let mut r = self.http.get(format!("{}{path}", self.base));
+        for (k, v) in headers {
+            r = r.header(*k, *v);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+}
+
+fn start(state: isir::api::ApiState, admin: bool) -> (Web, std::net::TcpListener) {
+    let std = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std.set_nonblocking(true).unwrap();
+    let base = format!("http://{}", std.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let listener = tokio::net::TcpListener::from_std(std.try_clone().unwrap()).unwrap();
+    let stop = async move {
+        let _ = rx.await;
+    };
+    if admin {
+        tokio::spawn(isir::api::run_admin(listener, state, stop));
+    } else {
+        tokio::spawn(isir::api::run(listener, state, stop));
+    }
+    (
+        Web {
+            base,
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            _stop: tx,
+        },
+        std,
+    )
+}
+
+fn opts() -> isir::api::ApiOptions {
+    isir::api::ApiOptions {
+        rate_per_second: 10_000,
+        burst: 10_000,
+        keys: vec![isir::config::ApiKey {
+            name: "analyst".into(),
+            sha256: hex::encode(sha2::Sha256::digest(b"secret-pii")),
+            scopes: vec!["pii".into()],
+        }],
+        ..Default::default()
+    }
+}
+
+async fn fixture(
+    b: Backend,
+) -> (
+    isir::sim::Simulator,
+    isir::app::App,
+    isir::sim::SimGuard,
+    common::TestDb,
+) {
+    let (sim, url, g) = common::sim(20_000, 1000, 43).await;
+    let db = common::fresh_db(b).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.max_batches_per_tick = 1000;
+    let app = common::app(s).await;
+    app.poller().unwrap().poll_once().await;
+    for n in projection::NAMES {
+        projection::catch_up(&app.store, n, 5000).await.unwrap();
+    }
+    (sim, app, g, db)
+}
+
+fn text_of(html: &str, id: &str) -> String {
+    let at = html
+        .find(&format!("id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id}"));
+    let rest = &html[at..];
+    let start = rest.find('>').unwrap() + 1;
+    let end = rest[start..].find('<').unwrap();
+    rest[start..start + end].to_string()
+}
+
+async fn pages(b: Backend) {
+    let (sim, app, _g, _db) = fixture(b).await;
+    let state =
+        isir::api::ApiState::new(app.store.clone(), opts()).with_status(app.status_source());
+    let (web, _l) = start(state, false);
+
+    // The status page answers in phase ingest with the store's numbers.
+    app.store.set_setting("phase", "ingest").await.unwrap();
+    let (s, html) = web.get("/").await;
+    assert_eq!(s, 200, "{html}");
+    let ws = app.store.writer_state().await.unwrap();
+    assert_eq!(text_of(&html, "phase"), "ingest");
+    assert_eq!(
+        text_of(&html, "checkpoint"),
+        ws.checkpoint.unwrap().to_string()
+    );
+    assert_eq!(text_of(&html, "head"), sim.head_id().unwrap().to_string());
+    assert_eq!(text_of(&html, "lag-ids"), "0");
+    assert_eq!(text_of(&html, "stored"), "20000");
+    let used = app.budget.usage().await.unwrap().used;
+    assert_eq!(text_of(&html, "budget-used"), used.to_string());
+    assert_eq!(text_of(&html, "proj-cases-lag"), "0");
+    assert!(
+        html.contains("data-total=\"20000\""),
+        "the chart counts the stored actions"
+    );
+    // Before serve the reader pages say why, in HTML.
+    let (s, html) = web.get("/search?q=novak").await;
+    assert_eq!(s, 503);
+    assert!(html.contains("phase `ingest`"));
+
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let (s, html) = web.get("/").await;
+    assert_eq!(s, 200);
+    assert_eq!(text_of(&html, "api-state"), "ready");
+
+    // Search by name: diacritics and case ignored; erased debtors never appear.
+    let all: Vec<PartyDoc> = common::texts(&app.store, "SELECT doc FROM parties", &[])
+        .await
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let p = all
+        .iter()
+        .find(|p| {
+            p.role.as_deref() == Some("DLUŽNÍK")
+                && p.birth_number.is_some()
+                && p.name
+                    .as_deref()
+                    .is_some_and(|n| n.chars().any(|c| !c.is_ascii()))
+        })
+        .expect("a natural-person debtor with a diacritic in the name");
+    let name = p.name.clone().unwrap();
+    let plain: String = isir::projection::fold::name_key(&name);
+    let (s, html) = web
+        .get(&format!("/search?q={}", urlencode(&plain.to_uppercase())))
+        .await;
+    assert_eq!(s, 200, "{html}");
+    assert!(
+        html.contains(&name),
+        "the page shows {name} with its diacritics"
+    );
+    let (_, html2) = web.get(&format!("/search?q={}", urlencode(&name))).await;
+    let rows = |h: &str| h.matches("<td class=\"name\">").count();
+    assert_eq!(rows(&html), rows(&html2));
+    let same_key = all
+        .iter()
+        .filter(|x| x.name.as_deref().map(isir::projection::fold::name_key) == Some(plain.clone()))
+        .count();
+    assert_eq!(rows(&html), same_key.min(100));
+
+    // By birth number: found, masked without the pii key, shown with it.
+    let rc = p.birth_number.clone().unwrap();
+    let (s, html) = web.get(&format!("/search?q={}", urlencode(&rc))).await;
+    assert_eq!(s, 200);
+    let results = &html[html.find("id=\"results\"").unwrap()..];
+    assert!(results.contains(&p.case_number), "{results}");
+    assert!(
+        !results.contains(&rc) && results.contains("***"),
+        "{results}"
+    );
+    let (_, html) = web
+        .get_with(
+            &format!("/search?q={}", urlencode(&rc)),
+            &[("x-api-key", "secret-pii")],
+        )
+        .await;
+    assert!(html.contains(&rc));
+
+    // By IČO.
+    if let Some(c) = all.iter().find(|p| p.ico.is_some()) {
+        let ico = c.ico.clone().unwrap();
+        let (s, html) = web.get(&format!("/search?q={ico}")).await;
+        assert_eq!(s, 200);
+        assert!(html.contains(&c.case_number));
+    }
+    // A bad query is a clear 400, in HTML.
+    let (s, html) = web.get("/search?q=%3Cscript%3E").await;
+    assert!(s == 400 || s == 200, "{s}");
+    assert!(!html.contains("<script>"), "input is escaped");
+
+    // A case number redirects to the case page.
+    let cases: Vec<CaseDoc> = common::texts(&app.store, "SELECT doc FROM cases", &[])
+        .await
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let c = cases
+        .iter()
+        .filter(|c| !c.erased && c.states.len() >= 2 && c.documents > 0)
+        .max_by_key(|c| c.documents)
+        .unwrap();
+    let (n, y) = c.case_number["INS ".len()..].split_once('/').unwrap();
+    let (s, _) = web
+        .get(&format!("/search?q={}", urlencode(&c.case_number)))
+        .await;
+    assert_eq!(s, 303);
+    let (s, html) = web.get(&format!("/cases/{y}/{n}")).await;
+    assert_eq!(s, 200, "{html}");
+    assert_eq!(text_of(&html, "case-number"), c.case_number);
+    assert_eq!(text_of(&html, "state"), c.state.clone().unwrap());
+    assert_eq!(html.matches("</tr>").count() > c.states.len(), true);
+    for st in &c.states {
+        assert!(html.contains(&st.published));
+    }
+    let events = common::count(
+        &app.store,
+        "SELECT COUNT(*) FROM timeline WHERE case_number = $1",
+        &c.case_number,
+    )
+    .await;
+    let timeline = &html[html.find("id=\"timeline\"").unwrap()..];
+    assert_eq!(timeline.matches("<tr>").count() as i64 - 1, events.min(500));
+    assert_eq!(
+        timeline.matches(">document</a>").count() as i64,
+        c.documents.min(500)
+    );
+    // Erased debtors never appear on a case page.
+    if let Some(e) = cases.iter().find(|c| c.erased) {
+        let (n, y) = e.case_number["INS ".len()..].split_once('/').unwrap();
+        let (s, html) = web.get(&format!("/cases/{y}/{n}")).await;
+        assert_eq!(s, 200);
+        assert!(
+            html.contains("the debtor&#39;s data are not shown")
+                || html.contains("data are not shown")
+        );
+        assert!(!html.contains(">DLUŽNÍK<"), "an erased debtor is listed");
+    }
+    let (s, _) = web.get("/cases/2008/999999").await;
+    assert_eq!(s, 404);
+    let (s, _) = web.get("/cases/abc/1").await;
+    assert_eq!(s, 400);
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn pages_sqlite() {
+    pages(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn pages_postgres() {
+    pages(Backend::Postgres).await;
+}
+
+/// With `admin.bind`, the status page and `/metrics` leave the public listener; with an
+/// admin key they answer only to it.
+#[tokio::test]
+async fn operator_surfaces_apart_or_behind_a_key() {
+    let _ = BOTH;
+    let (_sim, app, _g, _db) = fixture(Backend::Sqlite).await;
+    let key = hex::encode(sha2::Sha256::digest(b"ops-key"));
+    let state = isir::api::ApiState::new(app.store.clone(), opts())
+        .with_status(app.status_source())
+        .with_admin(isir::api::AdminOptions {
+            separate: true,
+            key_sha256: Some(key),
+        });
+    let (public, _l1) = start(state.clone(), false);
+    let (admin, _l2) = start(state, true);
+    assert_eq!(public.get("/").await.0, 404);
+    assert_eq!(public.get("/metrics").await.0, 404);
+    assert_eq!(public.get("/healthz").await.0, 200);
+    assert_eq!(admin.get("/").await.0, 401);
+    assert_eq!(admin.get("/metrics").await.0, 401);
+    assert_eq!(
+        admin.get_with("/", &[("x-admin-key", "wrong")]).await.0,
+        401
+    );
+    let (s, html) = admin.get_with("/", &[("x-admin-key", "ops-key")]).await;
+    assert_eq!(s, 200);
+    assert!(html.contains("isir status"));
+    assert_eq!(admin.get("/?admin_key=ops-key").await.0, 200);
+    assert_eq!(
+        admin
+            .get_with("/metrics", &[("x-admin-key", "ops-key")])
+            .await
+            .0,
+        200
+    );
+    assert_eq!(admin.get("/healthz").await.0, 200);
+    // No route writes: anything but GET is refused.
+    let r = reqwest::Client::new()
+        .post(format!("{}/", admin.base))
+        .header("x-admin-key", "ops-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 405);
+}
