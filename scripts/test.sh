@@ -61,3 +61,6 @@ cargo test --all-targets "$@"
 
 # Schemathesis against the API's own description (no 5xx, nothing that breaks it).
 scripts/schemathesis.sh
+
+# The HTML pages in headless Chromium: they render and show the right numbers.
+scripts/browser-test.sh

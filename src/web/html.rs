@@ -22,7 +22,7 @@ pub fn escape(s: &str) -> String {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:70em;padding:0 1em;color:#222}\
 h1{font-size:1.4em}h2{font-size:1.1em;margin-top:1.6em}table{border-collapse:collapse;width:100%}\
 td,th{border-bottom:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}\
-th{background:#f4f4f4}.num{text-align:right;font-variant-numeric:tabular-nums}\
+th{background:#f4f4f4}table.kv{width:auto;min-width:30em}.num{text-align:right;font-variant-numeric:tabular-nums}\
 .bar{background:#eee;height:1em;width:100%;max-width:30em;border-radius:3px}\
 .bar>div{background:#3a7;height:100%;border-radius:3px}.bad{color:#b00}.ok{color:#070}\
 .muted{color:#777}form input[type=search]{width:30em;max-width:80%;padding:.3em}nav a{margin-right:1em}";

@@ -50,7 +50,7 @@ pub fn render(s: &Status) -> String {
     let mut o = String::new();
     let _ = write!(
         o,
-        "<h1>isir status</h1><p class=\"muted\">{} back end, read {}</p><table>",
+        "<h1>isir status</h1><p class=\"muted\">{} back end, read {}</p><table class=\"kv\">",
         s.backend,
         escape(&fmt_ms(crate::store::now_ms()))
     );
