@@ -37,7 +37,8 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let t = Instant::now();
-        // About 12.6 actions a case in the simulator's stream; generate until `cases` exist.
+        // About 13 actions a case in a small stream, about 20 in a long one (cases stay open
+        // longer); generate until `cases` exist.
         let mut actions = cases * 13;
         let sim = loop {
             let sim = Simulator::new(SimOptions {

@@ -346,3 +346,89 @@ async fn sigkill_during_projection_build() {
         );
     }
 }
+
+/// Moving the phase down takes effect in a running daemon within seconds: a long tick
+/// stops before its next request, and the projector stops within a chunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn phase_down_takes_effect_within_seconds() {
+    let (sim, url, _g) = isir::sim::spawn(isir::sim::SimOptions {
+        seed: 23,
+        actions: 200_000,
+        page: 100,
+        daily_limit: None,
+        per_minute_limit: None,
+        latency: Duration::from_millis(40),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.period_secs = 1;
+    // One tick would take minutes: 2000 pages of 100 at 40 ms each.
+    s.poll.max_batches_per_tick = 2000;
+    s.poll.page_size = 100;
+    let mut env = env_of(&s);
+    env.push(("ISIR_PHASE__INITIAL".into(), "project".into()));
+    env.push(("ISIR_PROJECTION__CHUNK".into(), "500".into()));
+    env.push(("ISIR_PROJECTION__DEBOUNCE_MS".into(), "50".into()));
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("daemon.log");
+    let store = common::store(&db).await;
+    let mut child = daemon(&env, &log);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let cursor = |store: isir::store::Store| async move {
+        isir::projection::metas(&store)
+            .await
+            .unwrap_or_default()
+            .iter()
+            .find(|m| m.name == "timeline")
+            .map(|m| m.cursor)
+            .unwrap_or(-1)
+    };
+    while store.count_actions().await.unwrap() < 5000 || cursor(store.clone()).await < 0 {
+        assert!(Instant::now() < deadline, "no progress:\n{}", tail(&log));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    store.set_setting("phase", "off").await.unwrap();
+    let set_at = Instant::now();
+    // Within 3 s both the writer and the projector have stopped.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (a, c) = (
+        store.count_actions().await.unwrap(),
+        cursor(store.clone()).await,
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (a2, c2) = (
+        store.count_actions().await.unwrap(),
+        cursor(store.clone()).await,
+    );
+    assert_eq!(
+        a,
+        a2,
+        "the writer went on storing after phase off:\n{}",
+        tail(&log)
+    );
+    assert_eq!(c, c2, "the projector went on after phase off");
+    assert!(a < 200_000, "the backfill was stopped midway ({a} stored)");
+    let ticks = store.recent_ticks(5).await.unwrap();
+    assert!(
+        ticks.iter().any(|t| t.outcome == "disabled"),
+        "the tick ended as disabled: {ticks:?}"
+    );
+    eprintln!(
+        "phase off: writer stopped at {a} actions, projector at {c}, checked {:?} after the switch",
+        set_at.elapsed()
+    );
+    // Up again: it resumes.
+    store.set_setting("phase", "ingest").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while store.count_actions().await.unwrap() <= a2 {
+        assert!(Instant::now() < deadline, "did not resume:\n{}", tail(&log));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    signal(&child, "-TERM");
+    assert!(child.wait().unwrap().success());
+
+    let _ = sim;
+}
