@@ -64,6 +64,31 @@ pub enum Command {
     Serve,
     /// Print the read API's OpenAPI 3.1 description (as served at /openapi.json).
     Openapi,
+    /// Write a CSV export of the projections (one consistent snapshot) with a manifest.
+    Export {
+        /// The export's directory; must not exist or be empty.
+        #[arg(long)]
+        out: PathBuf,
+        /// Tables, comma-separated: cases, parties, events, stats.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "cases,parties,events,stats"
+        )]
+        tables: Vec<String>,
+        /// Compress each file with gzip.
+        #[arg(long)]
+        gzip: bool,
+        /// Only events after this action ID (a previous export's watermark).
+        #[arg(long)]
+        since_watermark: Option<i64>,
+        /// Include birth numbers and birth dates.
+        #[arg(long)]
+        include_pii: bool,
+        /// A previous export: its watermark names the erasures to list.
+        #[arg(long)]
+        previous: Option<PathBuf>,
+    },
     /// Show the replica's state: checkpoint, lease, budget, last tick, head and lag.
     Status {
         #[arg(long)]
@@ -291,6 +316,62 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             println!("{}", crate::api::openapi::json());
             Ok(0)
         }
+        Command::Export {
+            out,
+            tables,
+            gzip,
+            since_watermark,
+            include_pii,
+            previous,
+        } => {
+            let settings = Settings::load(cli.config.as_deref())?;
+            let tables = tables
+                .iter()
+                .map(|t| crate::export::Table::parse(t))
+                .collect::<Result<Vec<_>, _>>()?;
+            let previous_watermark = match previous {
+                Some(p) => Some(crate::export::read_manifest(&p)?.watermark.action_id),
+                None => None,
+            };
+            let store = crate::store::Store::connect_read_only(
+                &settings.database.url,
+                settings.database.max_connections,
+            )
+            .await
+            .with_context(|| {
+                format!(
+                    "connecting read-only to database.url = {}",
+                    crate::app::redact(&settings.database.url)
+                )
+            })?;
+            let m = crate::export::export(
+                &store,
+                &crate::export::ExportOptions {
+                    out: out.clone(),
+                    tables,
+                    gzip,
+                    since_watermark,
+                    include_pii,
+                    previous_watermark,
+                    progress: std::io::stderr().is_terminal(),
+                },
+            )
+            .await?;
+            for f in &m.files {
+                println!(
+                    "{:<16} {:>10} rows {:>14} bytes  sha256 {}",
+                    f.name, f.rows, f.bytes, f.sha256
+                );
+            }
+            println!(
+                "export written to {} at watermark {} ({} erased cases listed)",
+                out.display(),
+                m.watermark.action_id,
+                m.erased_since_previous.cases.len()
+            );
+            store.close().await;
+            Ok(0)
+        }
         command => {
             let settings = Settings::load(cli.config.as_deref())?;
             let app = App::build(settings).await?;
@@ -348,7 +429,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 Command::Checkpoint { cmd } => checkpoint(&app, cmd).await?,
                 Command::Project { cmd } => project(&app, cmd).await?,
                 Command::Phase { cmd } => phase(&app, cmd).await?,
-                Command::Sim(_) | Command::Demo { .. } | Command::Serve | Command::Openapi => {
+                Command::Sim(_)
+                | Command::Demo { .. }
+                | Command::Serve
+                | Command::Openapi
+                | Command::Export { .. } => {
                     unreachable!()
                 }
             };
@@ -685,6 +770,30 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
             }
         })
     };
+    let nightly = match app.settings.export.schedule.as_deref() {
+        Some(at) => {
+            let n = crate::export::Nightly {
+                at: crate::export::parse_schedule(at).context("export.schedule must be HH:MM")?,
+                dir: app.settings.export.dir.clone().into(),
+                keep: app.settings.export.keep,
+                gzip: app.settings.export.gzip,
+                include_pii: app.settings.export.include_pii,
+                tables: app
+                    .settings
+                    .export
+                    .tables
+                    .iter()
+                    .map(|t| crate::export::Table::parse(t))
+                    .collect::<Result<_, _>>()?,
+            };
+            Some(tokio::spawn(crate::export::run_nightly(
+                app.store.clone(),
+                n,
+                shutdown.clone(),
+            )))
+        }
+        None => None,
+    };
     let projector = tokio::spawn(crate::projector::run(
         app.store.clone(),
         poller.stored_signal(),
@@ -714,6 +823,9 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
     poller.release().await;
     let _ = projector.await;
     let _ = api.await;
+    if let Some(n) = nightly {
+        let _ = n.await;
+    }
     if let Some(b) = bar {
         b.finish_and_clear();
     }

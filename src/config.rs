@@ -27,6 +27,40 @@ pub struct Settings {
     pub projection: ProjectionSettings,
     pub api: ApiSettings,
     pub admin: AdminSettings,
+    pub export: ExportSettings,
+}
+
+/// The nightly CSV export.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExportSettings {
+    /// `HH:MM` in Europe/Prague when the daemon writes the export; unset: no nightly
+    /// export (use `isir export` from cron).
+    pub schedule: Option<String>,
+    /// Where nightly exports go, one directory each.
+    pub dir: String,
+    /// Nightly exports kept; older ones are removed. 7.
+    pub keep: usize,
+    pub gzip: bool,
+    /// Birth numbers and dates in the files.
+    pub include_pii: bool,
+    /// Tables exported: cases, parties, events, stats.
+    pub tables: Vec<String>,
+}
+
+impl Default for ExportSettings {
+    fn default() -> Self {
+        Self {
+            schedule: None,
+            dir: "exports".into(),
+            keep: 7,
+            gzip: true,
+            include_pii: false,
+            tables: ["cases", "parties", "events", "stats"]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
 }
 
 /// The operator surfaces: the status page `/` and `/metrics`.
@@ -214,6 +248,7 @@ impl Default for Settings {
             projection: ProjectionSettings::default(),
             api: ApiSettings::default(),
             admin: AdminSettings::default(),
+            export: ExportSettings::default(),
         }
     }
 }
@@ -325,6 +360,23 @@ impl Settings {
                 errs.push(format!("`{key}`: {why}"));
             }
         };
+        check(
+            self.export
+                .schedule
+                .as_deref()
+                .is_none_or(|s| crate::export::parse_schedule(s).is_some()),
+            "export.schedule",
+            "must be a time of day HH:MM (Europe/Prague), such as \"02:30\"",
+        );
+        check(self.export.keep >= 1, "export.keep", "must be at least 1");
+        check(
+            self.export
+                .tables
+                .iter()
+                .all(|t| crate::export::Table::parse(t).is_ok()),
+            "export.tables",
+            "each one of cases, parties, events, stats",
+        );
         check(
             self.admin
                 .key_sha256

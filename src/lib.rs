@@ -8,6 +8,7 @@ pub mod budget;
 pub mod cli;
 pub mod codes;
 pub mod config;
+pub mod export;
 pub mod lease;
 pub mod phase;
 pub mod poller;

@@ -29,43 +29,7 @@ pub async fn case_doc(tx: &mut Tx, case_number: &str) -> Result<Option<Value>, P
         .transpose()
 }
 
-/// The JSON object of a timeline row.
-pub fn event_json_sql(pg: bool) -> String {
-    let b = |c: &str| {
-        if pg {
-            c.to_string()
-        } else {
-            format!("json(CASE WHEN {c} THEN 'true' ELSE 'false' END)")
-        }
-    };
-    let f = if pg {
-        "json_build_object"
-    } else {
-        "json_object"
-    };
-    let cols = [
-        "action_id",
-        "case_number",
-        "court",
-        "type_code",
-        "type_name",
-        "source_type_name",
-        "section",
-        "number_in_section",
-        "document_url",
-        "published",
-        "created",
-        "slot_action_id",
-    ];
-    let mut parts: Vec<String> = cols.iter().map(|c| format!("'{c}', {c}")).collect();
-    parts.push(format!("'secondary_action', {}", b("secondary_action")));
-    parts.push(format!("'secondary_document', {}", b("secondary_document")));
-    for c in ["legal_force_date", "corrected_published", "annulled"] {
-        parts.push(format!("'{c}', {c}"));
-    }
-    let cast = if pg { "::text" } else { "" };
-    format!("{f}({}){cast}", parts.join(", "))
-}
+pub use crate::projection::columns::event_json_sql;
 
 /// A case's events after `after`, in action-ID order, at most `limit`.
 pub async fn case_events(
@@ -120,12 +84,4 @@ pub async fn case_parties(tx: &mut Tx, case_number: &str) -> Result<Vec<Value>, 
     parse(&rows)
 }
 
-/// Birth numbers and birth dates are masked for callers without the `pii` scope.
-pub fn mask(mut p: Value) -> Value {
-    for k in ["birth_number", "birth_date"] {
-        if p[k].is_string() {
-            p[k] = Value::String("***".into());
-        }
-    }
-    p
-}
+pub use crate::projection::columns::mask_pii as mask;

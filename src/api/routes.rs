@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use super::openapi::{CaseListParams, EventParams, NoParams, PageParams, SubjectParams};
 use super::{ApiState, Problem, queries};
 use crate::phase::Phase;
+use crate::projection::columns;
 use crate::projection::fold::{ico_key, name_key, rc_key};
 use crate::projection::sql::{Tx, Val};
 
@@ -185,19 +186,6 @@ fn format_of(q: &HashMap<String, String>, req: &HeaderMap) -> Result<Format, Pro
     }
 }
 
-/// A cell of a CSV row: `a.b` reaches into objects; arrays and objects are JSON text.
-fn cell(item: &Value, path: &str) -> String {
-    let mut v = item;
-    for p in path.split('.') {
-        v = &v[p];
-    }
-    match v {
-        Value::Null => String::new(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 /// A list in the asked representation. JSON carries `next` in the body; CSV and NDJSON
 /// in a `Link: <...>; rel="next"` header. All carry the watermark headers.
 fn respond_list(
@@ -223,7 +211,7 @@ fn respond_list(
             let mut w = csv::Writer::from_writer(Vec::new());
             let _ = w.write_record(columns);
             for i in &items {
-                let _ = w.write_record(columns.iter().map(|c| cell(i, c)));
+                let _ = w.write_record(columns.iter().map(|c| columns::cell(i, c)));
             }
             (
                 "text/csv; charset=utf-8",
@@ -247,63 +235,6 @@ fn respond_list(
     );
     resp
 }
-
-pub const CASE_COLUMNS: &[&str] = &[
-    "case_number",
-    "court_short",
-    "court_name",
-    "state",
-    "opened",
-    "first_action_id",
-    "latest_action_id",
-    "latest_published",
-    "claims_deadline",
-    "ended",
-    "debtor_kind",
-    "administrator.name",
-    "administrator.first_name",
-    "administrator.ico",
-    "documents",
-    "claims",
-    "erased",
-    "erased_at",
-];
-pub const EVENT_COLUMNS: &[&str] = &[
-    "action_id",
-    "case_number",
-    "court",
-    "type_code",
-    "type_name",
-    "section",
-    "number_in_section",
-    "document_url",
-    "published",
-    "created",
-    "slot_action_id",
-    "secondary_action",
-    "secondary_document",
-    "legal_force_date",
-    "corrected_published",
-    "annulled",
-];
-pub const SUBJECT_COLUMNS: &[&str] = &[
-    "case_number",
-    "court",
-    "person_id",
-    "role",
-    "kind",
-    "name",
-    "first_name",
-    "title_before",
-    "title_after",
-    "legal_form",
-    "ico",
-    "dic",
-    "birth_number",
-    "birth_date",
-    "left_case",
-    "latest_action_id",
-];
 
 /// Prometheus metrics.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
@@ -598,7 +529,7 @@ pub(crate) async fn case_events(
         "events",
         events,
         next,
-        EVENT_COLUMNS,
+        columns::EVENT_COLUMNS,
     ))
 }
 
@@ -670,7 +601,7 @@ pub(crate) async fn subjects(
         "subjects",
         persons,
         next,
-        SUBJECT_COLUMNS,
+        columns::SUBJECT_COLUMNS,
     ))
 }
 
@@ -865,7 +796,7 @@ pub(crate) async fn case_list(
         "cases",
         docs,
         next,
-        CASE_COLUMNS,
+        columns::CASE_COLUMNS,
     ))
 }
 
@@ -957,7 +888,7 @@ pub(crate) async fn events(
         "events",
         evs,
         next,
-        EVENT_COLUMNS,
+        columns::EVENT_COLUMNS,
     ))
 }
 

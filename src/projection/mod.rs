@@ -9,6 +9,7 @@
 //! stops the builder at that action with the reason in `proj_meta.error`.
 
 pub mod cases;
+pub mod columns;
 pub mod fold;
 pub mod parties;
 pub mod sql;

@@ -1,0 +1,664 @@
+//! Nightly CSV exports of the projections: one CSV per table from one consistent read
+//! snapshot, with a `manifest.json` (watermark, files with rows, bytes and SHA-256,
+//! columns with types, cases erased since the previous export, program version).
+//!
+//! Owns the export format (`docs/EXPORTS.md`). Reads the projection views only, never
+//! the replica, and never writes the database. Atomic on disk: everything is written
+//! into a staging directory next to the target, the manifest last, and the staging
+//! directory is renamed to the target when complete, so a reader who sees the target
+//! sees complete files, and a failed or killed export leaves nothing under a final name.
+//! Memory stays flat: rows are read in keyset chunks inside the snapshot and streamed.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::projection::columns::{self, cell};
+use crate::projection::sql::{Tx, Val};
+use crate::store::Store;
+
+/// Rows read a query inside the snapshot.
+const CHUNK: i64 = 5000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("bad export request: {0}")]
+    Invalid(String),
+    #[error("the projections could not be read: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("writing the export: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Table {
+    Cases,
+    Parties,
+    Events,
+    Stats,
+}
+
+impl Table {
+    pub const ALL: [Table; 4] = [Table::Cases, Table::Parties, Table::Events, Table::Stats];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Cases => "cases",
+            Table::Parties => "parties",
+            Table::Events => "events",
+            Table::Stats => "stats",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Table, ExportError> {
+        Table::ALL
+            .into_iter()
+            .find(|t| t.name() == s.trim())
+            .ok_or_else(|| {
+                ExportError::Invalid(format!(
+                    "unknown table {s:?}; one of cases, parties, events, stats"
+                ))
+            })
+    }
+
+    pub fn columns(self) -> &'static [&'static str] {
+        match self {
+            Table::Cases => columns::CASE_COLUMNS,
+            Table::Parties => columns::SUBJECT_COLUMNS,
+            Table::Events => columns::EVENT_COLUMNS,
+            Table::Stats => columns::STATS_COLUMNS,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    pub out: PathBuf,
+    pub tables: Vec<Table>,
+    pub gzip: bool,
+    /// Only events after this action ID (the previous export's watermark); the other
+    /// tables are always complete.
+    pub since_watermark: Option<i64>,
+    /// Birth numbers and birth dates; without it they are masked (`***`) as in the API.
+    pub include_pii: bool,
+    /// The previous export's watermark, for the list of cases erased since; defaults to
+    /// `since_watermark`. None: every erased case is listed.
+    pub previous_watermark: Option<i64>,
+    /// Draw a progress bar on stderr.
+    pub progress: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ManifestWatermark {
+    /// The lowest cursor of the projection builders: every action up to it is in.
+    pub action_id: i64,
+    pub published: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Column {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FileEntry {
+    pub table: Table,
+    pub name: String,
+    pub rows: u64,
+    pub bytes: u64,
+    pub sha256: String,
+    pub columns: Vec<Column>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Erased {
+    /// Erasures after this action ID (None: all).
+    pub since: Option<i64>,
+    pub cases: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    pub format: String,
+    pub program: String,
+    pub version: String,
+    pub written_at: String,
+    pub watermark: ManifestWatermark,
+    pub since_watermark: Option<i64>,
+    pub include_pii: bool,
+    pub gzip: bool,
+    pub files: Vec<FileEntry>,
+    pub erased_since_previous: Erased,
+}
+
+pub const FORMAT: &str = "isir-export/1";
+
+/// The type of a column, as the manifest and `docs/EXPORTS.md` give it.
+pub fn column_type(name: &str) -> &'static str {
+    let base = name.rsplit('.').next().unwrap_or(name);
+    match base {
+        "erased" | "secondary_action" | "secondary_document" => "boolean",
+        "documents" | "claims" | "count" | "number_in_section" => "integer",
+        b if b.ends_with("action_id") => "integer",
+        "opened" | "claims_deadline" | "ended" | "birth_date" | "legal_force_date" => "date",
+        "published"
+        | "created"
+        | "latest_published"
+        | "erased_at"
+        | "corrected_published"
+        | "annulled"
+        | "left_case" => "datetime",
+        _ => "string",
+    }
+}
+
+/// Counts and hashes the bytes that reach the file.
+struct Hashing<W: Write> {
+    inner: W,
+    sha: Sha256,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+enum Sink {
+    Plain(Hashing<std::io::BufWriter<std::fs::File>>),
+    Gzip(flate2::write::GzEncoder<Hashing<std::io::BufWriter<std::fs::File>>>),
+}
+
+impl Sink {
+    fn create(path: &Path, gzip: bool) -> std::io::Result<Sink> {
+        let h = Hashing {
+            inner: std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?),
+            sha: Sha256::new(),
+            bytes: 0,
+        };
+        Ok(if gzip {
+            Sink::Gzip(flate2::write::GzEncoder::new(
+                h,
+                flate2::Compression::fast(),
+            ))
+        } else {
+            Sink::Plain(h)
+        })
+    }
+    fn writer(&mut self) -> &mut (dyn Write + Send) {
+        match self {
+            Sink::Plain(h) => h,
+            Sink::Gzip(g) => g,
+        }
+    }
+    /// Flushes and syncs; gives (bytes, sha256).
+    fn finish(self) -> std::io::Result<(u64, String)> {
+        let mut h = match self {
+            Sink::Plain(h) => h,
+            Sink::Gzip(g) => g.finish()?,
+        };
+        h.flush()?;
+        let file = h.inner.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        Ok((h.bytes, hex::encode(h.sha.finalize())))
+    }
+}
+
+async fn watermark(tx: &mut Tx) -> Result<ManifestWatermark, sqlx::Error> {
+    let cursor = tx
+        .int(
+            "SELECT MIN(cursor) FROM proj_meta WHERE name NOT LIKE '%#next'",
+            &[],
+        )
+        .await?
+        .unwrap_or(-1);
+    let published = tx
+        .texts(
+            "SELECT published FROM timeline WHERE action_id = $1",
+            &[cursor.into()],
+        )
+        .await?
+        .pop();
+    Ok(ManifestWatermark {
+        action_id: cursor,
+        published,
+    })
+}
+
+fn mask(v: Value, pii: bool) -> Value {
+    if pii { v } else { columns::mask_pii(v) }
+}
+
+/// Writes one table; gives its rows.
+async fn write_table(
+    tx: &mut Tx,
+    table: Table,
+    opts: &ExportOptions,
+    w: &mut (dyn Write + Send),
+    bar: &Option<indicatif::ProgressBar>,
+) -> Result<u64, ExportError> {
+    let cols = table.columns();
+    let mut csv = csv::WriterBuilder::new().from_writer(w);
+    csv.write_record(cols).map_err(csv_err)?;
+    let mut rows = 0u64;
+    let pg = tx.is_postgres();
+    match table {
+        Table::Stats => {
+            let all = tx
+                .texts(
+                    "SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key",
+                    &[],
+                )
+                .await?;
+            for r in all {
+                let f: Vec<&str> = r.splitn(3, '|').collect();
+                csv.write_record(&f).map_err(csv_err)?;
+                rows += 1;
+            }
+        }
+        _ => {
+            // Keyset position: case_number / (case_number, court, person_id) / action_id.
+            let mut key: Vec<String> = match table {
+                Table::Cases => vec![String::new()],
+                Table::Parties => vec![String::new(); 3],
+                _ => vec![opts.since_watermark.unwrap_or(-1).to_string()],
+            };
+            loop {
+                let (sql, binds): (String, Vec<Val>) = match table {
+                    Table::Cases => (
+                        "SELECT doc FROM cases WHERE case_number > $1 ORDER BY case_number LIMIT $2"
+                            .into(),
+                        vec![key[0].as_str().into(), CHUNK.into()],
+                    ),
+                    Table::Parties => (
+                        "SELECT doc FROM parties WHERE (case_number, court, person_id) > ($1, $2, $3) \
+                         ORDER BY case_number, court, person_id LIMIT $4"
+                            .into(),
+                        vec![
+                            key[0].as_str().into(),
+                            key[1].as_str().into(),
+                            key[2].as_str().into(),
+                            CHUNK.into(),
+                        ],
+                    ),
+                    _ => (
+                        format!(
+                            "SELECT {} FROM timeline WHERE action_id > $1 ORDER BY action_id LIMIT $2",
+                            columns::event_json_sql(pg)
+                        ),
+                        vec![key[0].parse::<i64>().unwrap_or(-1).into(), CHUNK.into()],
+                    ),
+                };
+                let docs = tx.texts(&sql, &binds).await?;
+                let n = docs.len();
+                for (i, d) in docs.iter().enumerate() {
+                    let v: Value = serde_json::from_str(d).map_err(|e| {
+                        ExportError::Invalid(format!("a projection document does not parse: {e}"))
+                    })?;
+                    let v = if table == Table::Parties {
+                        mask(v, opts.include_pii)
+                    } else {
+                        v
+                    };
+                    csv.write_record(cols.iter().map(|c| cell(&v, c)))
+                        .map_err(csv_err)?;
+                    if i + 1 == n {
+                        key = match table {
+                            Table::Cases => vec![cell(&v, "case_number")],
+                            Table::Parties => vec![
+                                cell(&v, "case_number"),
+                                cell(&v, "court"),
+                                cell(&v, "person_id"),
+                            ],
+                            _ => vec![cell(&v, "action_id")],
+                        };
+                    }
+                }
+                rows += n as u64;
+                if let Some(b) = bar {
+                    b.inc(n as u64);
+                }
+                if (n as i64) < CHUNK {
+                    break;
+                }
+            }
+        }
+    }
+    csv.flush()?;
+    Ok(rows)
+}
+
+fn csv_err(e: csv::Error) -> ExportError {
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => ExportError::Io(io),
+        other => ExportError::Invalid(format!("CSV: {other:?}")),
+    }
+}
+
+/// Removes staging directories that killed exports of `out` left.
+fn clean_stale(out: &Path) {
+    let (Some(parent), Some(name)) = (out.parent(), out.file_name()) else {
+        return;
+    };
+    let prefix = format!(".{}.partial-", name.to_string_lossy());
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    if let Ok(rd) = std::fs::read_dir(parent) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+/// The staging directory of an export to `out`.
+pub fn staging_dir(out: &Path) -> PathBuf {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| "export".into());
+    out.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// Writes an export to `opts.out` (which must not exist, or be empty).
+pub async fn export(store: &Store, opts: &ExportOptions) -> Result<Manifest, ExportError> {
+    if opts.tables.is_empty() {
+        return Err(ExportError::Invalid("no table asked for".into()));
+    }
+    let out = &opts.out;
+    if out.exists() {
+        let empty = out.is_dir() && std::fs::read_dir(out)?.next().is_none();
+        if !empty {
+            return Err(ExportError::Invalid(format!(
+                "{} exists and is not empty; exports go to a new directory",
+                out.display()
+            )));
+        }
+    }
+    if let Some(p) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(p)?;
+    }
+    clean_stale(out);
+    let staging = staging_dir(out);
+    std::fs::create_dir_all(&staging)?;
+    let r = write_all(store, opts, &staging).await;
+    match r {
+        Ok(m) => {
+            if out.exists() {
+                std::fs::remove_dir(out)?;
+            }
+            std::fs::rename(&staging, out)?;
+            if let Some(p) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+                if let Ok(d) = std::fs::File::open(p) {
+                    let _ = d.sync_all();
+                }
+            }
+            Ok(m)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(e)
+        }
+    }
+}
+
+async fn write_all(
+    store: &Store,
+    opts: &ExportOptions,
+    dir: &Path,
+) -> Result<Manifest, ExportError> {
+    let mut tx = Tx::begin_read(store).await?;
+    let built = tx
+        .int(
+            "SELECT COUNT(*) FROM proj_meta WHERE name NOT LIKE '%#next'",
+            &[],
+        )
+        .await?
+        .unwrap_or(0);
+    if built < crate::projection::NAMES.len() as i64 {
+        return Err(ExportError::Invalid(
+            "the projections are not built yet (`isir project catch-up`)".into(),
+        ));
+    }
+    let wm = watermark(&mut tx).await?;
+    let bar = if opts.progress {
+        let mut total = 0i64;
+        for t in &opts.tables {
+            total += match t {
+                Table::Cases => tx.int("SELECT COUNT(*) FROM cases", &[]).await?,
+                Table::Parties => tx.int("SELECT COUNT(*) FROM parties", &[]).await?,
+                Table::Events => {
+                    tx.int(
+                        "SELECT COUNT(*) FROM timeline WHERE action_id > $1",
+                        &[opts.since_watermark.unwrap_or(-1).into()],
+                    )
+                    .await?
+                }
+                Table::Stats => Some(0),
+            }
+            .unwrap_or(0);
+        }
+        let b = indicatif::ProgressBar::new(total.max(0) as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "export {msg} {wide_bar} {pos}/{len} rows {per_sec} ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let mut files = Vec::new();
+    for t in &opts.tables {
+        let name = format!("{}.csv{}", t.name(), if opts.gzip { ".gz" } else { "" });
+        if let Some(b) = &bar {
+            b.set_message(t.name());
+        }
+        let mut sink = Sink::create(&dir.join(&name), opts.gzip)?;
+        let rows = write_table(&mut tx, *t, opts, sink.writer(), &bar).await?;
+        let (bytes, sha256) = sink.finish()?;
+        files.push(FileEntry {
+            table: *t,
+            name,
+            rows,
+            bytes,
+            sha256,
+            columns: t
+                .columns()
+                .iter()
+                .map(|c| Column {
+                    name: c.to_string(),
+                    kind: column_type(c).into(),
+                })
+                .collect(),
+        });
+    }
+    let since = opts.previous_watermark.or(opts.since_watermark);
+    let erased = tx
+        .texts(
+            "SELECT case_number FROM erasures WHERE action_id > $1 ORDER BY case_number",
+            &[since.unwrap_or(-1).into()],
+        )
+        .await?;
+    tx.commit().await?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let m = Manifest {
+        format: FORMAT.into(),
+        program: "isir".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        written_at: chrono::Utc::now().to_rfc3339(),
+        watermark: wm,
+        since_watermark: opts.since_watermark,
+        include_pii: opts.include_pii,
+        gzip: opts.gzip,
+        files,
+        erased_since_previous: Erased {
+            since,
+            cases: erased,
+        },
+    };
+    // The manifest last.
+    let mut f = std::fs::File::create(dir.join("manifest.json"))?;
+    f.write_all(
+        serde_json::to_string_pretty(&m)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    f.sync_all()?;
+    Ok(m)
+}
+
+/// Reads the manifest of an export directory.
+pub fn read_manifest(dir: &Path) -> Result<Manifest, ExportError> {
+    let text = std::fs::read_to_string(dir.join("manifest.json"))?;
+    serde_json::from_str(&text)
+        .map_err(|e| ExportError::Invalid(format!("{}: {e}", dir.join("manifest.json").display())))
+}
+
+/// When the nightly export runs: `HH:MM` in Europe/Prague.
+pub fn parse_schedule(s: &str) -> Option<chrono::NaiveTime> {
+    chrono::NaiveTime::parse_from_str(s.trim(), "%H:%M").ok()
+}
+
+/// The next time after `now` that is `at` in Prague (a time skipped by the spring
+/// change runs at the first valid minute after it).
+pub fn next_run(
+    now: chrono::DateTime<chrono::Utc>,
+    at: chrono::NaiveTime,
+) -> chrono::DateTime<chrono::Utc> {
+    use chrono::TimeZone;
+    use chrono_tz::Europe::Prague;
+    let local = now.with_timezone(&Prague).date_naive();
+    for d in 0..3 {
+        let day = local + chrono::Days::new(d);
+        let mut t = day.and_time(at);
+        for _ in 0..120 {
+            if let Some(x) = Prague.from_local_datetime(&t).earliest() {
+                let x = x.with_timezone(&chrono::Utc);
+                if x > now {
+                    return x;
+                }
+                break;
+            }
+            t += chrono::Duration::minutes(1);
+        }
+    }
+    now + chrono::Duration::days(1)
+}
+
+/// The nightly schedule's settings.
+#[derive(Debug, Clone)]
+pub struct Nightly {
+    pub at: chrono::NaiveTime,
+    pub dir: PathBuf,
+    pub keep: usize,
+    pub gzip: bool,
+    pub include_pii: bool,
+    pub tables: Vec<Table>,
+}
+
+/// Exports under `dir` named by their Prague date and time, oldest first.
+pub fn list_exports(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.join("manifest.json").is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// One nightly export into `dir/<Prague date>T<HHMM>`, then removes all but the newest
+/// `keep`. The previous export's watermark names the erasures to purge downstream.
+pub async fn nightly_once(store: &Store, n: &Nightly) -> Result<Manifest, ExportError> {
+    use chrono_tz::Europe::Prague;
+    std::fs::create_dir_all(&n.dir)?;
+    let previous = list_exports(&n.dir)
+        .last()
+        .and_then(|p| read_manifest(p).ok())
+        .map(|m| m.watermark.action_id);
+    let name = chrono::Utc::now()
+        .with_timezone(&Prague)
+        .format("%Y-%m-%dT%H%M%S")
+        .to_string();
+    let m = export(
+        store,
+        &ExportOptions {
+            out: n.dir.join(name),
+            tables: n.tables.clone(),
+            gzip: n.gzip,
+            since_watermark: None,
+            include_pii: n.include_pii,
+            previous_watermark: previous,
+            progress: false,
+        },
+    )
+    .await?;
+    let all = list_exports(&n.dir);
+    if all.len() > n.keep {
+        for old in &all[..all.len() - n.keep] {
+            std::fs::remove_dir_all(old)?;
+        }
+    }
+    Ok(m)
+}
+
+/// Runs the nightly export at `n.at` Prague time until `shutdown`, while the phase
+/// includes `project` (the projections exist). A failure is logged and retried the
+/// next night.
+pub async fn run_nightly(
+    store: Store,
+    n: Nightly,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let next = next_run(chrono::Utc::now(), n.at);
+        let wait = (next - chrono::Utc::now()).to_std().unwrap_or_default();
+        tracing::info!(at = %next, "next nightly export");
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.wait_for(|v| *v) => return,
+        }
+        let phase = store
+            .setting("phase")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|p| crate::phase::Phase::parse(&p));
+        if !phase.is_some_and(|p| p >= crate::phase::Phase::Project) {
+            tracing::info!("nightly export skipped: the phase does not include project");
+            continue;
+        }
+        match nightly_once(&store, &n).await {
+            Ok(m) => tracing::info!(
+                watermark = m.watermark.action_id,
+                files = m.files.len(),
+                "nightly export written"
+            ),
+            Err(e) => tracing::error!(error = %e, "nightly export failed"),
+        }
+    }
+}

@@ -1,0 +1,358 @@
+//! CSV exports over both back ends with simulator data: the files equal the API's CSV
+//! and the projection; the manifest's counts and hashes are right; erased debtors are
+//! absent and listed; an incremental export added to the previous one equals a full
+//! export; a refused or killed export leaves nothing under a final name.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use common::Backend;
+use isir::export::{ExportOptions, Table, export};
+use isir::projection;
+use sha2::Digest;
+
+fn opts(out: &Path) -> ExportOptions {
+    ExportOptions {
+        out: out.to_path_buf(),
+        tables: Table::ALL.to_vec(),
+        gzip: false,
+        since_watermark: None,
+        include_pii: false,
+        previous_watermark: None,
+        progress: false,
+    }
+}
+
+/// The records of a CSV file (gzip or not), header first.
+fn records(path: &Path) -> Vec<Vec<String>> {
+    let bytes = std::fs::read(path).unwrap();
+    let text = if path.extension().is_some_and(|e| e == "gz") {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut s)
+            .unwrap();
+        s
+    } else {
+        String::from_utf8(bytes).unwrap()
+    };
+    csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_reader(text.as_bytes())
+        .records()
+        .map(|r| r.unwrap().iter().map(String::from).collect())
+        .collect()
+}
+
+async fn api_csv(base: &str, first: &str) -> Vec<Vec<String>> {
+    let http = reqwest::Client::new();
+    let mut url = format!("{base}{first}");
+    let mut out: Vec<Vec<String>> = Vec::new();
+    loop {
+        let r = http.get(&url).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let next = r
+            .headers()
+            .get("link")
+            .map(|l| l.to_str().unwrap().to_string());
+        let body = r.text().await.unwrap();
+        let mut recs: Vec<Vec<String>> = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(body.as_bytes())
+            .records()
+            .map(|r| r.unwrap().iter().map(String::from).collect())
+            .collect();
+        if out.is_empty() {
+            out.push(recs[0].clone());
+        }
+        recs.remove(0);
+        out.extend(recs);
+        match next {
+            Some(l) => {
+                let u = l.trim_start_matches('<').split('>').next().unwrap();
+                url = format!("{base}{u}");
+            }
+            None => return out,
+        }
+    }
+}
+
+fn set(r: &[Vec<String>]) -> BTreeSet<Vec<String>> {
+    r[1..].iter().cloned().collect()
+}
+
+async fn exports(b: Backend) {
+    let (sim, url, _g) = common::sim(30_000, 1000, 51).await;
+    let db = common::fresh_db(b).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.max_batches_per_tick = 12;
+    let app = common::app(s).await;
+    app.poller().unwrap().poll_once().await;
+    for n in projection::NAMES {
+        projection::catch_up(&app.store, n, 5000).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+
+    // A first, full export.
+    let first = dir.path().join("first");
+    let m1 = export(&app.store, &opts(&first)).await.unwrap();
+    assert!(first.join("manifest.json").is_file());
+    assert_eq!(isir::export::read_manifest(&first).unwrap(), m1);
+    for f in &m1.files {
+        let p = first.join(&f.name);
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(bytes.len() as u64, f.bytes, "{}", f.name);
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&bytes)),
+            f.sha256,
+            "{}",
+            f.name
+        );
+        let recs = records(&p);
+        assert_eq!(recs.len() as u64 - 1, f.rows, "{}", f.name);
+        let header: Vec<String> = f.columns.iter().map(|c| c.name.clone()).collect();
+        assert_eq!(recs[0], header);
+    }
+    let ws = app.store.writer_state().await.unwrap();
+    assert_eq!(m1.watermark.action_id, ws.checkpoint.unwrap());
+
+    // The export equals the API's CSV (cases and events) and the projection (parties).
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let state = isir::api::ApiState::new(
+        app.store.clone(),
+        isir::api::ApiOptions {
+            rate_per_second: 100_000,
+            burst: 100_000,
+            ..Default::default()
+        },
+    );
+    tokio::spawn(isir::api::run(listener, state, async move {
+        let _ = rx.await;
+    }));
+    let cases = records(&first.join("cases.csv"));
+    let api_cases = api_csv(&base, "/v1/cases?format=csv&limit=1000").await;
+    assert_eq!(cases[0], api_cases[0]);
+    assert_eq!(set(&cases), set(&api_cases));
+    let events = records(&first.join("events.csv"));
+    let api_events = api_csv(&base, "/v1/events?format=csv&limit=1000").await;
+    assert_eq!(events, api_events, "the same rows in the same order");
+    let parties = records(&first.join("parties.csv"));
+    let n_parties = common::count(
+        &app.store,
+        "SELECT COUNT(*) FROM parties WHERE case_number <> $1",
+        "",
+    )
+    .await;
+    assert_eq!(parties.len() as i64 - 1, n_parties);
+    drop(tx);
+
+    // Personal data: masked without --include-pii, present with it.
+    let bn = parties[0].iter().position(|c| c == "birth_number").unwrap();
+    assert!(
+        parties[1..]
+            .iter()
+            .all(|r| r[bn].is_empty() || r[bn] == "***")
+    );
+    assert!(parties[1..].iter().any(|r| r[bn] == "***"));
+    let pii = dir.path().join("pii");
+    let mut o = opts(&pii);
+    o.tables = vec![Table::Parties];
+    o.gzip = true;
+    o.include_pii = true;
+    let mp = export(&app.store, &o).await.unwrap();
+    assert_eq!(mp.files[0].name, "parties.csv.gz");
+    let with = records(&pii.join("parties.csv.gz"));
+    assert_eq!(with.len(), parties.len());
+    assert!(
+        with[1..]
+            .iter()
+            .any(|r| r[bn].len() >= 10 && r[bn] != "***")
+    );
+
+    // Erased debtors never appear; the manifest lists the erased cases.
+    let erased: BTreeSet<String> =
+        common::texts(&app.store, "SELECT case_number FROM erasures", &[])
+            .await
+            .into_iter()
+            .collect();
+    assert!(!erased.is_empty(), "the data has erasures");
+    let role = parties[0].iter().position(|c| c == "role").unwrap();
+    let cn = parties[0].iter().position(|c| c == "case_number").unwrap();
+    assert!(
+        !parties[1..]
+            .iter()
+            .any(|r| r[role] == "DLUŽNÍK" && erased.contains(&r[cn]))
+    );
+    assert_eq!(
+        m1.erased_since_previous
+            .cases
+            .iter()
+            .cloned()
+            .collect::<BTreeSet<_>>(),
+        erased
+    );
+
+    // More data, then an incremental export: added to the first, it equals a full one.
+    let mut p = app.poller().unwrap();
+    while p.poll_once().await.checkpoint != sim.head_id() {}
+    for n in projection::NAMES {
+        projection::catch_up(&app.store, n, 5000).await.unwrap();
+    }
+    let incr = dir.path().join("incr");
+    let mut o = opts(&incr);
+    o.tables = vec![Table::Events];
+    o.since_watermark = Some(m1.watermark.action_id);
+    let mi = export(&app.store, &o).await.unwrap();
+    let full = dir.path().join("full");
+    let mut o = opts(&full);
+    o.tables = vec![Table::Events];
+    let mf = export(&app.store, &o).await.unwrap();
+    assert_eq!(mi.watermark, mf.watermark);
+    let mut joined = records(&first.join("events.csv"));
+    joined.extend(records(&incr.join("events.csv")).into_iter().skip(1));
+    assert_eq!(joined, records(&full.join("events.csv")));
+    assert!(mi.files[0].rows > 0 && mi.files[0].rows < mf.files[0].rows);
+    assert!(mi.erased_since_previous.cases.len() <= erased.len() + 100);
+    for c in &mi.erased_since_previous.cases {
+        assert!(
+            !erased.contains(c),
+            "{c} was erased before the previous export"
+        );
+    }
+
+    // A refused export writes nothing.
+    let e = export(&app.store, &opts(&first)).await.unwrap_err();
+    assert!(e.to_string().contains("not empty"), "{e}");
+    let bad = dir.path().join("bad");
+    let mut o = opts(&bad);
+    o.tables = vec![];
+    assert!(export(&app.store, &o).await.is_err());
+    assert!(!bad.exists());
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains("partial")), "{names:?}");
+}
+
+#[tokio::test]
+async fn exports_sqlite() {
+    exports(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn exports_postgres() {
+    exports(Backend::Postgres).await;
+}
+
+/// `isir export` killed midway leaves nothing under the final name; the next run
+/// cleans the staging directory and completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_export_leaves_no_partial_file() {
+    let (_sim, url, _g) = common::sim(60_000, 1000, 52).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.max_batches_per_tick = 1000;
+    let app = common::app(s).await;
+    app.poller().unwrap().poll_once().await;
+    for n in projection::NAMES {
+        projection::catch_up(&app.store, n, 5000).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut killed = 0;
+    for attempt in 0..10 {
+        let out = dir.path().join(format!("x{attempt}"));
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_isir"))
+            .args(["export", "--gzip", "--out"])
+            .arg(&out)
+            .env("ISIR_DATABASE__URL", &db.url)
+            .env("ISIR_LOG", "warn")
+            .spawn()
+            .unwrap();
+        let staging = isir::export::staging_dir(&out);
+        let staging = staging.with_file_name(
+            staging
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .replace(&std::process::id().to_string(), &child.id().to_string()),
+        );
+        let t = std::time::Instant::now();
+        while !staging.exists() && t.elapsed().as_secs() < 20 {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        if status.success() {
+            continue; // it finished first; try again
+        }
+        killed += 1;
+        assert!(!out.exists(), "a killed export left {}", out.display());
+        // The next export of the same target cleans up and completes.
+        let m = export(&app.store, &opts(&out)).await.unwrap();
+        assert!(out.join("manifest.json").exists());
+        assert!(!staging.exists(), "the stale staging directory is removed");
+        assert_eq!(m.files.len(), 4);
+        if killed >= 2 {
+            break;
+        }
+    }
+    assert!(killed >= 1, "no kill landed during an export");
+}
+
+/// The nightly export keeps `export.keep` exports and lists erasures since the
+/// previous one; the schedule is Prague time, across the clock changes.
+#[tokio::test]
+async fn nightly_keeps_and_schedules() {
+    use chrono::TimeZone;
+    let (_sim, url, _g) = common::sim(5_000, 1000, 53).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let app = common::app(common::settings(&url, &db)).await;
+    app.poller().unwrap().poll_once().await;
+    for n in projection::NAMES {
+        projection::catch_up(&app.store, n, 5000).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let n = isir::export::Nightly {
+        at: isir::export::parse_schedule("02:30").unwrap(),
+        dir: dir.path().to_path_buf(),
+        keep: 2,
+        gzip: true,
+        include_pii: false,
+        tables: Table::ALL.to_vec(),
+    };
+    let mut last = None;
+    for _ in 0..3 {
+        let m = isir::export::nightly_once(&app.store, &n).await.unwrap();
+        if let Some(prev) = last {
+            assert_eq!(m.erased_since_previous.since, Some(prev));
+        } else {
+            assert_eq!(m.erased_since_previous.since, None);
+        }
+        last = Some(m.watermark.action_id);
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    }
+    assert_eq!(isir::export::list_exports(dir.path()).len(), 2);
+
+    let at = isir::export::parse_schedule("02:30").unwrap();
+    let utc = |y, mo, d, h, mi| chrono::Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).unwrap();
+    // Winter (UTC+1): 02:30 Prague is 01:30 UTC.
+    assert_eq!(
+        isir::export::next_run(utc(2026, 1, 10, 12, 0), at),
+        utc(2026, 1, 11, 1, 30)
+    );
+    // Summer (UTC+2): 00:30 UTC.
+    assert_eq!(
+        isir::export::next_run(utc(2026, 7, 10, 0, 0), at),
+        utc(2026, 7, 10, 0, 30)
+    );
+    // 29 March 2026: 02:00-03:00 does not exist in Prague; it runs at 03:00 (01:00 UTC).
+    assert_eq!(
+        isir::export::next_run(utc(2026, 3, 28, 12, 0), at),
+        utc(2026, 3, 29, 1, 0)
+    );
+    assert!(isir::export::parse_schedule("2:30pm").is_none());
+}
