@@ -111,6 +111,11 @@ pub enum Command {
         cmd: LeaseCmd,
     },
     /// The checkpoint (last stored action ID).
+    /// Replica snapshots: create one, or restore one into an empty store.
+    Snapshot {
+        #[command(subcommand)]
+        cmd: SnapshotCmd,
+    },
     Checkpoint {
         #[command(subcommand)]
         cmd: CheckpointCmd,
@@ -160,6 +165,32 @@ pub enum LeaseCmd {
     Release {
         #[arg(long, required = true)]
         force: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SnapshotCmd {
+    /// Write every stored action (compressed chunks, manifest with checksums).
+    Create {
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Only actions after this ID (an incremental snapshot).
+        #[arg(long, default_value_t = -1)]
+        after: i64,
+        /// Actions a chunk file holds.
+        #[arg(long, default_value_t = crate::snapshot::CHUNK_ACTIONS)]
+        chunk: i64,
+    },
+    /// Load a snapshot (verified before it commits), set the checkpoint to its
+    /// watermark and build the projections. Stop the daemon first.
+    Restore {
+        dir: PathBuf,
+        /// Into a store that holds actions: add exactly those after its checkpoint.
+        #[arg(long)]
+        append: bool,
+        /// Leave the projections to the daemon.
+        #[arg(long)]
+        no_project: bool,
     },
 }
 
@@ -427,6 +458,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     0
                 }
                 Command::Checkpoint { cmd } => checkpoint(&app, cmd).await?,
+                Command::Snapshot { cmd } => snapshot(&app, cmd).await?,
                 Command::Project { cmd } => project(&app, cmd).await?,
                 Command::Phase { cmd } => phase(&app, cmd).await?,
                 Command::Sim(_)
@@ -662,6 +694,58 @@ pub async fn serve(
     };
     let listeners = bind_http(settings).await?;
     serve_http(listeners, api_state(settings, store, status), shutdown).await
+}
+
+async fn snapshot(app: &App, cmd: SnapshotCmd) -> anyhow::Result<i32> {
+    let tty = std::io::stderr().is_terminal();
+    match cmd {
+        SnapshotCmd::Create { out, after, chunk } => {
+            let out = out.unwrap_or_else(crate::snapshot::default_dir);
+            let m = crate::snapshot::create(&app.store, &out, after, chunk, tty).await?;
+            println!(
+                "snapshot of {} actions in {} chunks written to {} (checkpoint {})",
+                m.actions,
+                m.chunks.len(),
+                out.display(),
+                m.checkpoint
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none".into())
+            );
+            Ok(0)
+        }
+        SnapshotCmd::Restore {
+            dir,
+            append,
+            no_project,
+        } => {
+            let started = std::time::Instant::now();
+            let r = crate::snapshot::restore(&app.store, &app.lease, &dir, append, tty).await?;
+            let secs = started.elapsed().as_secs_f64();
+            println!(
+                "restored {} actions ({} already held) in {secs:.1} s ({:.0} actions/s); checkpoint {}",
+                r.actions,
+                r.skipped,
+                r.actions as f64 / secs.max(1e-9),
+                r.checkpoint
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "none".into())
+            );
+            tracing::info!(actions = r.actions, epoch = r.epoch, "snapshot restored");
+            if !no_project {
+                let chunk = app.settings.projection.rebuild_chunk;
+                for name in crate::projection::NAMES {
+                    let m = if append {
+                        crate::projection::catch_up(&app.store, name, app.settings.projection.chunk)
+                            .await?
+                    } else {
+                        crate::projection::rebuild(&app.store, name, chunk).await?
+                    };
+                    println!("projection {name} built to {}", m.cursor);
+                }
+            }
+            Ok(0)
+        }
+    }
 }
 
 async fn checkpoint(app: &App, cmd: CheckpointCmd) -> anyhow::Result<i32> {

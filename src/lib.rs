@@ -16,6 +16,7 @@ pub mod projection;
 pub mod projector;
 pub mod redis_conn;
 pub mod sim;
+pub mod snapshot;
 pub mod source;
 pub mod status;
 pub mod store;

@@ -1,0 +1,581 @@
+//! Replica snapshots: every stored action with all its source fields and the raw
+//! `poznamka`, in action-ID order, as gzip-compressed NDJSON chunks with a manifest
+//! (format version, watermark = the checkpoint, action count, per-chunk ID range, count
+//! and SHA-256). A snapshot brings up a second replica in minutes instead of weeks of
+//! request budget, and moves a deployment between SQLite and PostgreSQL.
+//!
+//! Owns the snapshot format. `create` reads one consistent snapshot (a read
+//! transaction: the writer is never blocked). `restore` is the one writer of the
+//! replica besides the poller: it takes the lease, writes with its fencing epoch, and
+//! loads everything in one transaction that commits only after every checksum, count
+//! and the ID order have been verified, so a bad snapshot leaves the store unchanged.
+
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::lease::{Acquire, Lease};
+use crate::projection::sql::{Tx, Val};
+use crate::source::Action;
+use crate::store::Store;
+
+pub const FORMAT: &str = "isir-snapshot";
+pub const FORMAT_VERSION: u32 = 1;
+/// Actions a chunk file holds.
+pub const CHUNK_ACTIONS: i64 = 250_000;
+const READ: i64 = 5000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The snapshot is not what its manifest says (truncated, reordered, tampered).
+    #[error("the snapshot is refused: {0}")]
+    Refused(String),
+    /// The store is not one this snapshot can be restored into.
+    #[error("the store is refused: {0}")]
+    Store(String),
+    #[error("the lease is held by {0}; stop the daemon first")]
+    LeaseHeld(String),
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("files: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Other(String),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Chunk {
+    pub file: String,
+    pub first_id: i64,
+    pub last_id: i64,
+    pub actions: i64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SnapshotManifest {
+    pub format: String,
+    pub format_version: u32,
+    pub program_version: String,
+    pub created_at: String,
+    pub source_backend: String,
+    /// Actions with an ID above this are in the snapshot (-1: from the start).
+    pub after: i64,
+    /// The replica's checkpoint when the snapshot was read: polling resumes after it.
+    pub checkpoint: Option<i64>,
+    pub actions: i64,
+    pub chunks: Vec<Chunk>,
+}
+
+fn action_json_sql(pg: bool) -> String {
+    let cols = [
+        "id",
+        "created",
+        "published",
+        "document_url",
+        "case_number",
+        "type_code",
+        "type_name",
+        "section",
+        "number_in_section",
+        "note",
+    ];
+    let parts: Vec<String> = cols.iter().map(|c| format!("'{c}', {c}")).collect();
+    if pg {
+        format!("json_build_object({})::text", parts.join(", "))
+    } else {
+        format!("json_object({})", parts.join(", "))
+    }
+}
+
+struct HashWrite<W: Write> {
+    inner: W,
+    sha: Sha256,
+}
+
+impl<W: Write> Write for HashWrite<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+struct HashRead<R: Read> {
+    inner: R,
+    sha: Sha256,
+}
+
+impl<R: Read> Read for HashRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+type ChunkWriter = flate2::write::GzEncoder<HashWrite<std::io::BufWriter<std::fs::File>>>;
+
+fn open_chunk(dir: &Path, n: usize) -> std::io::Result<(String, ChunkWriter)> {
+    let name = format!("actions-{n:05}.ndjson.gz");
+    let f = std::fs::File::create(dir.join(&name))?;
+    Ok((
+        name,
+        flate2::write::GzEncoder::new(
+            HashWrite {
+                inner: std::io::BufWriter::with_capacity(1 << 20, f),
+                sha: Sha256::new(),
+            },
+            flate2::Compression::fast(),
+        ),
+    ))
+}
+
+fn close_chunk(w: ChunkWriter) -> std::io::Result<String> {
+    let mut h = w.finish()?;
+    h.flush()?;
+    let f = h.inner.into_inner().map_err(|e| e.into_error())?;
+    f.sync_all()?;
+    Ok(hex::encode(h.sha.finalize()))
+}
+
+/// Writes a snapshot of the replica into `out` (which must not exist or be empty),
+/// through a staging directory renamed when complete. `after`: only actions above it.
+pub async fn create(
+    store: &Store,
+    out: &Path,
+    after: i64,
+    chunk_actions: i64,
+    progress: bool,
+) -> Result<SnapshotManifest, SnapshotError> {
+    if chunk_actions < 1 {
+        return Err(SnapshotError::Other("chunk size must be positive".into()));
+    }
+    if out.exists() && std::fs::read_dir(out)?.next().is_some() {
+        return Err(SnapshotError::Other(format!(
+            "{} exists and is not empty",
+            out.display()
+        )));
+    }
+    let staging = out.with_file_name(format!(
+        ".{}.partial-{}",
+        out.file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    if let Some(p) = staging.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(p)?;
+    }
+    std::fs::create_dir_all(&staging)?;
+    match create_in(store, &staging, after, chunk_actions, progress).await {
+        Ok(m) => {
+            if out.exists() {
+                std::fs::remove_dir(out)?;
+            }
+            std::fs::rename(&staging, out)?;
+            Ok(m)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(e)
+        }
+    }
+}
+
+async fn create_in(
+    store: &Store,
+    dir: &Path,
+    after: i64,
+    chunk_actions: i64,
+    progress: bool,
+) -> Result<SnapshotManifest, SnapshotError> {
+    let mut tx = Tx::begin_read(store).await?;
+    let checkpoint = tx
+        .int(
+            "SELECT COALESCE(checkpoint, -1) FROM writer_state WHERE singleton = 1",
+            &[],
+        )
+        .await?
+        .filter(|c| *c >= 0);
+    let upto = checkpoint.unwrap_or(-1);
+    let bar = if progress {
+        let total = tx
+            .int(
+                "SELECT COUNT(*) FROM actions WHERE id > $1 AND id <= $2",
+                &[after.into(), upto.into()],
+            )
+            .await?
+            .unwrap_or(0);
+        let b = indicatif::ProgressBar::new(total as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "snapshot {wide_bar} {pos}/{len} actions {per_sec} ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        Some(b)
+    } else {
+        None
+    };
+    let sql = format!(
+        "SELECT {} FROM actions WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3",
+        action_json_sql(tx.is_postgres())
+    );
+    let mut chunks = Vec::new();
+    let mut cur: Option<(String, ChunkWriter, Chunk)> = None;
+    let mut pos = after;
+    let mut total = 0i64;
+    loop {
+        let rows = tx
+            .texts(&sql, &[pos.into(), upto.into(), READ.into()])
+            .await?;
+        if rows.is_empty() {
+            break;
+        }
+        for r in &rows {
+            let a: Action = serde_json::from_str(r)
+                .map_err(|e| SnapshotError::Other(format!("an action does not read: {e}")))?;
+            if cur.is_none() {
+                let (name, w) = open_chunk(dir, chunks.len())?;
+                cur = Some((
+                    name.clone(),
+                    w,
+                    Chunk {
+                        file: name,
+                        first_id: a.id,
+                        last_id: a.id,
+                        actions: 0,
+                        sha256: String::new(),
+                    },
+                ));
+            }
+            let (_, w, c) = cur.as_mut().expect("a chunk is open");
+            serde_json::to_writer(&mut *w, &a).map_err(std::io::Error::other)?;
+            w.write_all(b"\n")?;
+            c.last_id = a.id;
+            c.actions += 1;
+            pos = a.id;
+            total += 1;
+            if c.actions >= chunk_actions {
+                let (_, w, mut c) = cur.take().expect("a chunk is open");
+                c.sha256 = close_chunk(w)?;
+                chunks.push(c);
+            }
+        }
+        if let Some(b) = &bar {
+            b.inc(rows.len() as u64);
+        }
+    }
+    if let Some((_, w, mut c)) = cur.take() {
+        c.sha256 = close_chunk(w)?;
+        chunks.push(c);
+    }
+    tx.commit().await?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let m = SnapshotManifest {
+        format: FORMAT.into(),
+        format_version: FORMAT_VERSION,
+        program_version: env!("CARGO_PKG_VERSION").into(),
+        created_at: chrono::Utc::now().to_rfc3339(),
+        source_backend: store.backend().into(),
+        after,
+        checkpoint,
+        actions: total,
+        chunks,
+    };
+    let mut f = std::fs::File::create(dir.join("manifest.json"))?;
+    f.write_all(
+        serde_json::to_string_pretty(&m)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    f.sync_all()?;
+    Ok(m)
+}
+
+pub fn read_manifest(dir: &Path) -> Result<SnapshotManifest, SnapshotError> {
+    let path = dir.join("manifest.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| SnapshotError::Refused(format!("{}: {e}", path.display())))?;
+    let m: SnapshotManifest = serde_json::from_str(&text)
+        .map_err(|e| SnapshotError::Refused(format!("{}: {e}", path.display())))?;
+    if m.format != FORMAT || m.format_version != FORMAT_VERSION {
+        return Err(SnapshotError::Refused(format!(
+            "format {} version {}; this program reads {FORMAT} version {FORMAT_VERSION}",
+            m.format, m.format_version
+        )));
+    }
+    Ok(m)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Restored {
+    pub actions: i64,
+    pub skipped: i64,
+    pub checkpoint: Option<i64>,
+    pub epoch: i64,
+}
+
+/// Loads the snapshot in `dir` into `store` under the lease. An empty store takes it
+/// whole; with `append`, a store whose checkpoint lies inside the snapshot's range
+/// takes exactly the actions after its checkpoint. Everything is verified before the
+/// one transaction commits.
+pub async fn restore(
+    store: &Store,
+    lease: &Lease,
+    dir: &Path,
+    append: bool,
+    progress: bool,
+) -> Result<Restored, SnapshotError> {
+    let m = read_manifest(dir)?;
+    // The manifest's own consistency first.
+    let sum: i64 = m.chunks.iter().map(|c| c.actions).sum();
+    if sum != m.actions {
+        return Err(SnapshotError::Refused(format!(
+            "the chunks hold {sum} actions, the manifest says {}",
+            m.actions
+        )));
+    }
+    for c in &m.chunks {
+        let p = dir.join(&c.file);
+        if c.file.contains('/') || c.file.contains("..") || !p.is_file() {
+            return Err(SnapshotError::Refused(format!(
+                "chunk {} is missing",
+                c.file
+            )));
+        }
+    }
+    let ws = store
+        .writer_state()
+        .await
+        .map_err(|e| SnapshotError::Other(e.to_string()))?;
+    let stored = store
+        .count_actions()
+        .await
+        .map_err(|e| SnapshotError::Other(e.to_string()))?;
+    let skip_upto = if stored > 0 || ws.checkpoint.is_some() {
+        let cp = ws.checkpoint.unwrap_or(-1);
+        if !append {
+            return Err(SnapshotError::Store(format!(
+                "it already holds {stored} actions (checkpoint {cp}); restore into an empty store, \
+                 or pass --append to add exactly the actions after its checkpoint"
+            )));
+        }
+        if cp < m.after || m.checkpoint.is_none_or(|s| s <= cp) {
+            return Err(SnapshotError::Store(format!(
+                "its checkpoint {cp} is not inside the snapshot's range ({}, {}]: appending would leave a gap or add nothing",
+                m.after,
+                m.checkpoint.unwrap_or(-1)
+            )));
+        }
+        cp
+    } else {
+        if m.after != -1 {
+            return Err(SnapshotError::Store(format!(
+                "the snapshot starts after action {}; an empty store needs a full snapshot",
+                m.after
+            )));
+        }
+        -1
+    };
+    let grant = match lease
+        .acquire()
+        .await
+        .map_err(|e| SnapshotError::Other(e.to_string()))?
+    {
+        Acquire::Granted(g) => g,
+        Acquire::HeldBy { holder, .. } => return Err(SnapshotError::LeaseHeld(holder)),
+    };
+    let r = load(
+        store,
+        &m,
+        dir,
+        skip_upto,
+        grant.epoch,
+        ws.checkpoint,
+        progress,
+    )
+    .await;
+    let _ = lease.release(grant.epoch).await;
+    r
+}
+
+async fn load(
+    store: &Store,
+    m: &SnapshotManifest,
+    dir: &Path,
+    skip_upto: i64,
+    epoch: i64,
+    expected_checkpoint: Option<i64>,
+    progress: bool,
+) -> Result<Restored, SnapshotError> {
+    let refuse = |s: String| SnapshotError::Refused(s);
+    let bar = progress.then(|| {
+        let b = indicatif::ProgressBar::new(m.actions as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "restore {wide_bar} {pos}/{len} actions {per_sec} ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let mut tx = Tx::begin(store).await?;
+    // Fencing: a newer writer's epoch refuses this one.
+    let current = tx
+        .int(
+            &format!(
+                "SELECT epoch FROM writer_state WHERE singleton = 1{}",
+                tx.lock()
+            ),
+            &[],
+        )
+        .await?
+        .unwrap_or(0);
+    if current > epoch {
+        return Err(SnapshotError::Other(format!(
+            "fenced: epoch {epoch} < {current}"
+        )));
+    }
+    let cp_now = tx
+        .int(
+            "SELECT COALESCE(checkpoint, -1) FROM writer_state WHERE singleton = 1",
+            &[],
+        )
+        .await?
+        .unwrap_or(-1);
+    if cp_now != expected_checkpoint.unwrap_or(-1) {
+        return Err(SnapshotError::Store(
+            "the checkpoint moved while restoring; is a daemon running?".into(),
+        ));
+    }
+    let now = crate::store::now_ms();
+    let cols = [
+        "id",
+        "created",
+        "published",
+        "document_url",
+        "case_number",
+        "type_code",
+        "type_name",
+        "section",
+        "number_in_section",
+        "note",
+        "stored_at",
+        "epoch",
+    ];
+    let mut last = m.after;
+    let (mut loaded, mut skipped) = (0i64, 0i64);
+    let mut batch: Vec<Vec<Val>> = Vec::with_capacity(2000);
+    for c in &m.chunks {
+        let f = std::fs::File::open(dir.join(&c.file))?;
+        let mut hr = HashRead {
+            inner: std::io::BufReader::with_capacity(1 << 20, f),
+            sha: Sha256::new(),
+        };
+        let (mut n, mut first, mut prev) = (0i64, None, last);
+        {
+            let gz = flate2::read::GzDecoder::new(&mut hr);
+            let lines = std::io::BufReader::with_capacity(1 << 20, gz);
+            for line in lines.lines() {
+                let line = line.map_err(|e| {
+                    refuse(format!("chunk {} is damaged or truncated: {e}", c.file))
+                })?;
+                let a: Action = serde_json::from_str(&line)
+                    .map_err(|e| refuse(format!("chunk {} holds a bad line: {e}", c.file)))?;
+                if a.id <= prev {
+                    return Err(refuse(format!(
+                        "action IDs out of order in chunk {}: {} after {prev}",
+                        c.file, a.id
+                    )));
+                }
+                prev = a.id;
+                first.get_or_insert(a.id);
+                n += 1;
+                if a.id <= skip_upto {
+                    skipped += 1;
+                    continue;
+                }
+                batch.push(vec![
+                    a.id.into(),
+                    a.created.into(),
+                    a.published.into(),
+                    a.document_url.into(),
+                    a.case_number.into(),
+                    a.type_code.into(),
+                    a.type_name.into(),
+                    a.section.into(),
+                    a.number_in_section.into(),
+                    a.note.into(),
+                    now.into(),
+                    epoch.into(),
+                ]);
+                if batch.len() >= 2000 {
+                    tx.insert_with("actions", &cols, &batch, "").await?;
+                    loaded += batch.len() as i64;
+                    if let Some(b) = &bar {
+                        b.inc(batch.len() as u64);
+                    }
+                    batch.clear();
+                }
+            }
+        }
+        // Whatever follows the gzip stream is hashed too.
+        std::io::copy(&mut hr, &mut std::io::sink())?;
+        let sha = hex::encode(hr.sha.finalize());
+        if sha != c.sha256 {
+            return Err(refuse(format!(
+                "chunk {} does not match its checksum (tampered or truncated)",
+                c.file
+            )));
+        }
+        if n != c.actions || first != Some(c.first_id) || prev != c.last_id {
+            return Err(refuse(format!(
+                "chunk {} holds {n} actions {first:?}..{prev}, the manifest says {} actions {}..{}",
+                c.file, c.actions, c.first_id, c.last_id
+            )));
+        }
+        last = prev;
+    }
+    if !batch.is_empty() {
+        tx.insert_with("actions", &cols, &batch, "").await?;
+        loaded += batch.len() as i64;
+    }
+    if m.checkpoint.is_some_and(|cp| cp < last) {
+        return Err(refuse(format!(
+            "an action {last} lies beyond the checkpoint {:?}",
+            m.checkpoint
+        )));
+    }
+    tx.exec(
+        "UPDATE writer_state SET checkpoint = $1, epoch = $2, updated_at = $3 WHERE singleton = 1",
+        &[m.checkpoint.into(), epoch.into(), now.into()],
+    )
+    .await?;
+    tx.commit().await?;
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(Restored {
+        actions: loaded,
+        skipped,
+        checkpoint: m.checkpoint,
+        epoch,
+    })
+}
+
+/// The default snapshot directory name: `snapshot-<UTC time>`.
+pub fn default_dir() -> PathBuf {
+    PathBuf::from(format!(
+        "snapshot-{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+    ))
+}

@@ -1,0 +1,247 @@
+//! Replica snapshots across back ends: restoring a snapshot and polling to the head
+//! gives the same replica as polling from the start (SQLite to PostgreSQL and back);
+//! a truncated, reordered or tampered snapshot is refused with a clear error and leaves
+//! the store unchanged; a store that holds actions is refused unless appending exactly
+//! after its checkpoint.
+
+mod common;
+
+use std::path::Path;
+
+use common::Backend;
+use isir::snapshot::{self, SnapshotError};
+
+async fn empty_unchanged(store: &isir::store::Store) {
+    assert_eq!(store.count_actions().await.unwrap(), 0);
+    assert_eq!(store.checkpoint().await.unwrap(), None);
+}
+
+/// Equal lists of actions, or a short message naming the first difference.
+fn same(a: &[isir::source::Action], b: &[isir::source::Action], what: &str) {
+    if a == b {
+        return;
+    }
+    let i = a
+        .iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()));
+    let show =
+        |v: Option<&isir::source::Action>| format!("{v:?}").chars().take(600).collect::<String>();
+    panic!(
+        "{what}: {} vs {} actions; first difference at {i}:\n{}\n{}",
+        a.len(),
+        b.len(),
+        show(a.get(i)),
+        show(b.get(i))
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+async fn across(from: Backend, to: Backend) {
+    let (sim, url, _g) = common::sim(12_000, 1000, 61).await;
+    // The source replica: polled to the head of 12 000 actions.
+    let db1 = common::fresh_db(from).await;
+    let mut s1 = common::settings(&url, &db1);
+    s1.poll.max_batches_per_tick = 1000;
+    let a1 = common::app(s1).await;
+    a1.poller().unwrap().poll_once().await;
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let m = snapshot::create(&a1.store, &snap, -1, 5000, false)
+        .await
+        .unwrap();
+    assert_eq!(m.chunks.len(), 3);
+    assert_eq!(m.actions, 12_000);
+    assert_eq!(m.checkpoint, a1.store.checkpoint().await.unwrap());
+
+    // Restored into the other back end, then polled on: the same as polling from the start.
+    let db2 = common::fresh_db(to).await;
+    let mut s2 = common::settings(&url, &db2);
+    s2.poll.max_batches_per_tick = 1000;
+    let a2 = common::app(s2).await;
+    let r = snapshot::restore(&a2.store, &a2.lease, &snap, false, false)
+        .await
+        .unwrap();
+    assert_eq!(r.actions, 12_000);
+    assert_eq!(a2.store.checkpoint().await.unwrap(), m.checkpoint);
+    sim.publish(3_000);
+    let before = sim.stats().requests_total;
+    let t = a2.poller().unwrap().poll_once().await;
+    assert_eq!(t.checkpoint, sim.head_id());
+    // Polling resumed at the watermark: 3 pages and an empty one, plus the head check.
+    assert!(
+        sim.stats().requests_total - before <= 5,
+        "{:?}",
+        sim.stats()
+    );
+    let got = common::all_actions(&a2.store).await;
+    same(
+        &got,
+        &sim.truth_all(),
+        "restored + polled = the source from the start",
+    );
+    // And the first replica polled on gives the same.
+    let mut p1 = a1.poller().unwrap();
+    while p1.poll_once().await.checkpoint != sim.head_id() {}
+    same(
+        &common::all_actions(&a1.store).await,
+        &got,
+        "the source polled on",
+    );
+    // Projections build from the restored replica.
+    for n in isir::projection::NAMES {
+        isir::projection::rebuild(&a2.store, n, 5000).await.unwrap();
+    }
+    let cases = common::count(
+        &a2.store,
+        "SELECT COUNT(*) FROM cases WHERE case_number <> $1",
+        "",
+    )
+    .await;
+    assert!(cases > 500);
+
+    // A store that holds actions: refused, unless appending exactly after its checkpoint.
+    let e = snapshot::restore(&a2.store, &a2.lease, &snap, false, false)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, SnapshotError::Store(_)), "{e}");
+    assert!(e.to_string().contains("--append"), "{e}");
+    let e = snapshot::restore(&a2.store, &a2.lease, &snap, true, false)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not inside"), "{e}");
+    // A replica at the snapshot's middle takes the rest.
+    let db3 = common::fresh_db(to).await;
+    let mut s3 = common::settings(&url, &db3);
+    s3.poll.max_batches_per_tick = 5;
+    let a3 = common::app(s3).await;
+    a3.poller().unwrap().poll_once().await;
+    let held = a3.store.count_actions().await.unwrap();
+    assert_eq!(held, 5000);
+    let r = snapshot::restore(&a3.store, &a3.lease, &snap, true, false)
+        .await
+        .unwrap();
+    assert_eq!((r.actions, r.skipped), (7_000, 5_000));
+    same(
+        &common::all_actions(&a3.store).await,
+        &sim.truth_after(i64::MIN, 12_000),
+        "appended",
+    );
+}
+
+#[tokio::test]
+async fn sqlite_to_postgres() {
+    across(Backend::Sqlite, Backend::Postgres).await;
+}
+
+#[tokio::test]
+async fn postgres_to_sqlite() {
+    across(Backend::Postgres, Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn bad_snapshots_are_refused() {
+    let (_sim, url, _g) = common::sim(10_000, 1000, 62).await;
+    let db1 = common::fresh_db(Backend::Sqlite).await;
+    let mut s1 = common::settings(&url, &db1);
+    s1.poll.max_batches_per_tick = 1000;
+    let a1 = common::app(s1).await;
+    a1.poller().unwrap().poll_once().await;
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good");
+    let m = snapshot::create(&a1.store, &good, -1, 6000, false)
+        .await
+        .unwrap();
+    assert_eq!(m.chunks.len(), 2);
+
+    let db2 = common::fresh_db(Backend::Sqlite).await;
+    let a2 = common::app(common::settings(&url, &db2)).await;
+    let refused = |e: SnapshotError, want: &str| {
+        assert!(matches!(e, SnapshotError::Refused(_)), "{e}");
+        assert!(e.to_string().contains(want), "{e} (want {want:?})");
+    };
+
+    // Tampered: one byte of the second chunk changed.
+    let t = dir.path().join("tampered");
+    copy_dir(&good, &t);
+    let f = t.join(&m.chunks[1].file);
+    let mut bytes = std::fs::read(&f).unwrap();
+    let i = bytes.len() / 2;
+    bytes[i] ^= 0x01;
+    std::fs::write(&f, bytes).unwrap();
+    let e = snapshot::restore(&a2.store, &a2.lease, &t, false, false)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("checksum") || e.to_string().contains("damaged"),
+        "{e}"
+    );
+    empty_unchanged(&a2.store).await;
+
+    // Truncated: the last chunk cut short, or missing.
+    let t = dir.path().join("truncated");
+    copy_dir(&good, &t);
+    let f = t.join(&m.chunks[1].file);
+    let bytes = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let e = snapshot::restore(&a2.store, &a2.lease, &t, false, false)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, SnapshotError::Refused(_)), "{e}");
+    empty_unchanged(&a2.store).await;
+    std::fs::remove_file(&f).unwrap();
+    refused(
+        snapshot::restore(&a2.store, &a2.lease, &t, false, false)
+            .await
+            .unwrap_err(),
+        "missing",
+    );
+    empty_unchanged(&a2.store).await;
+
+    // Reordered: the chunks listed the other way round.
+    let t = dir.path().join("reordered");
+    copy_dir(&good, &t);
+    let mut m2 = m.clone();
+    m2.chunks.reverse();
+    std::fs::write(t.join("manifest.json"), serde_json::to_string(&m2).unwrap()).unwrap();
+    refused(
+        snapshot::restore(&a2.store, &a2.lease, &t, false, false)
+            .await
+            .unwrap_err(),
+        "out of order",
+    );
+    empty_unchanged(&a2.store).await;
+
+    // A manifest that lies about the count.
+    let t = dir.path().join("count");
+    copy_dir(&good, &t);
+    let mut m3 = m.clone();
+    m3.actions += 1;
+    std::fs::write(t.join("manifest.json"), serde_json::to_string(&m3).unwrap()).unwrap();
+    refused(
+        snapshot::restore(&a2.store, &a2.lease, &t, false, false)
+            .await
+            .unwrap_err(),
+        "manifest says",
+    );
+    empty_unchanged(&a2.store).await;
+
+    // The good one loads.
+    let r = snapshot::restore(&a2.store, &a2.lease, &good, false, false)
+        .await
+        .unwrap();
+    assert_eq!(r.actions, m.actions);
+    same(
+        &common::all_actions(&a2.store).await,
+        &common::all_actions(&a1.store).await,
+        "the good snapshot",
+    );
+}
