@@ -356,3 +356,30 @@ async fn nightly_keeps_and_schedules() {
     );
     assert!(isir::export::parse_schedule("2:30pm").is_none());
 }
+
+/// `docs/EXPORTS.md` lists every table's columns in the files' order, with the types
+/// the manifest gives.
+#[test]
+fn exports_doc_lists_every_column() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/EXPORTS.md")).unwrap();
+    for t in Table::ALL {
+        let head = format!("### {}.csv", t.name());
+        let at = doc.find(&head).unwrap_or_else(|| panic!("no section {head}"));
+        let rows: Vec<(String, String)> = doc[at..]
+            .lines()
+            .skip_while(|l| !l.starts_with("| column"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| {
+                let f: Vec<&str> = l.split('|').map(str::trim).collect();
+                (f[1].to_string(), f[2].to_string())
+            })
+            .collect();
+        let want: Vec<(String, String)> = t
+            .columns()
+            .iter()
+            .map(|c| (c.to_string(), isir::export::column_type(c).to_string()))
+            .collect();
+        assert_eq!(rows, want, "{head}");
+    }
+}
