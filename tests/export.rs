@@ -361,10 +361,13 @@ async fn nightly_keeps_and_schedules() {
 /// the manifest gives.
 #[test]
 fn exports_doc_lists_every_column() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/EXPORTS.md")).unwrap();
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/EXPORTS.md")).unwrap();
     for t in Table::ALL {
         let head = format!("### {}.csv", t.name());
-        let at = doc.find(&head).unwrap_or_else(|| panic!("no section {head}"));
+        let at = doc
+            .find(&head)
+            .unwrap_or_else(|| panic!("no section {head}"));
         let rows: Vec<(String, String)> = doc[at..]
             .lines()
             .skip_while(|l| !l.starts_with("| column"))

@@ -318,3 +318,54 @@ async fn operator_surfaces_apart_or_behind_a_key() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 405);
 }
+
+/// `isir status --json` (the real binary) gives the phase, each projection's cursor and
+/// lag, and the API's state, probing `api.bind`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_json_shows_phase_projections_and_api() {
+    let (_sim, app, _g, db) = fixture(Backend::Sqlite).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let state =
+        isir::api::ApiState::new(app.store.clone(), opts()).with_status(app.status_source());
+    let (web, _l) = start(state, false);
+    let bind = web.base.trim_start_matches("http://").to_string();
+    let run = |bind: String| {
+        let url = db.url.clone();
+        std::thread::spawn(move || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_isir"))
+                .args(["status", "--json"])
+                .env("ISIR_DATABASE__URL", url)
+                .env("ISIR_API__BIND", bind)
+                .env("ISIR_LOG", "warn")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+        })
+        .join()
+        .unwrap()
+    };
+    let s = run(bind);
+    let cp = app.store.checkpoint().await.unwrap().unwrap();
+    assert_eq!(s["phase"], "serve");
+    assert_eq!(s["checkpoint"], cp);
+    let projections = s["projections"].as_array().unwrap();
+    assert_eq!(projections.len(), 3);
+    for p in projections {
+        assert_eq!(p["cursor"], cp, "{p}");
+    }
+    assert_eq!(s["api"]["serving"], true);
+    assert_eq!(s["api"]["ready"], true);
+    assert_eq!(s["api"]["lag_ids"], 0);
+    assert_eq!(s["api"]["reachable"], true);
+    // Nothing listening there: not reachable; phase project: not serving.
+    app.store.set_setting("phase", "project").await.unwrap();
+    let s = run("127.0.0.1:1".into());
+    assert_eq!(s["api"]["reachable"], false);
+    assert_eq!(s["api"]["serving"], false);
+    assert_eq!(s["api"]["ready"], false);
+}
