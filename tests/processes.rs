@@ -151,12 +151,20 @@ async fn crash_backfill(b: Backend, kills: usize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_backfill_sqlite() {
-    crash_backfill(Backend::Sqlite, 25).await;
+    crash_backfill(Backend::Sqlite, chaos_kills(25)).await;
+}
+
+/// Kills for the crash tests: `ISIR_CHAOS_KILLS` (scripts/chaos/crash.sh) or the CI default.
+fn chaos_kills(default: usize) -> usize {
+    std::env::var("ISIR_CHAOS_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_backfill_postgres() {
-    crash_backfill(Backend::Postgres, 15).await;
+    crash_backfill(Backend::Postgres, chaos_kills(15)).await;
 }
 
 fn holder_pid(h: &str) -> Option<u32> {
@@ -297,7 +305,7 @@ async fn sigkill_during_projection_build() {
         let log = dir.path().join("p.log");
         let mut rng = rand::thread_rng();
         let mut killed_mid_way = 0;
-        for _ in 0..12 {
+        for _ in 0..chaos_kills(12) {
             let out = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -342,7 +350,8 @@ async fn sigkill_during_projection_build() {
         let metas = isir::projection::metas(&app.store).await.unwrap();
         assert!(metas.iter().all(|m| m.cursor == sim.head_id().unwrap()));
         eprintln!(
-            "projection crash test on {b:?}: 12 SIGKILLs ({killed_mid_way} mid-build), 20000 actions"
+            "projection crash test on {b:?}: {} SIGKILLs ({killed_mid_way} mid-build), 20000 actions",
+            chaos_kills(12)
         );
     }
 }
@@ -431,4 +440,125 @@ async fn phase_down_takes_effect_within_seconds() {
     assert!(child.wait().unwrap().success());
 
     let _ = sim;
+}
+
+/// The long lease chaos (`scripts/chaos/lease.sh`, not in CI): three daemons on one
+/// Redis and PostgreSQL for `ISIR_CHAOS_SECS`, each second a random event: SIGSTOP of a
+/// daemon for longer than the TTL, SIGCONT, SIGKILL and restart, or a Redis restart
+/// (empty). The independent checker: the replica equals the simulator's stream, every
+/// epoch's writes form one contiguous run in ID order (no stale writer committed after a
+/// newer one began), and the simulator's own request count never exceeded the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long chaos run: scripts/chaos/lease.sh"]
+async fn lease_chaos_random() {
+    let secs: u64 = std::env::var("ISIR_CHAOS_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(120);
+    let mut redis = common::OwnRedis::start();
+    let (sim, url, _g) = isir::sim::spawn(isir::sim::SimOptions {
+        seed: 24,
+        actions: 200_000,
+        page: 100,
+        daily_limit: Some(100_000),
+        per_minute_limit: None,
+        latency: Duration::from_millis(20),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let db = common::fresh_db(Backend::Postgres).await;
+    let mut s = common::with_redis(common::settings(&url, &db), &redis.url());
+    s.poll.period_secs = 1;
+    s.poll.max_batches_per_tick = 5;
+    s.poll.page_size = 100;
+    s.lease.ttl_secs = 3;
+    s.budget.daily = 100_000;
+    s.budget.per_minute = 100_000;
+    let env = env_of(&s);
+    let dir = tempfile::tempdir().unwrap();
+    let logs: Vec<_> = (0..3)
+        .map(|i| dir.path().join(format!("d{i}.log")))
+        .collect();
+    let mut kids: Vec<Child> = logs.iter().map(|l| daemon(&env, l)).collect();
+    let mut stopped = [false; 3];
+    let store = common::store(&db).await;
+    let mut rng = rand::thread_rng();
+    let (mut stops, mut kills, mut restarts) = (0, 0, 0);
+    let end = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(300..1500))).await;
+        let i = rng.gen_range(0..3);
+        match rng.gen_range(0..10) {
+            0..=3 if !stopped[i] => {
+                signal(&kids[i], "-STOP");
+                stopped[i] = true;
+                stops += 1;
+            }
+            0..=5 if stopped[i] => {
+                signal(&kids[i], "-CONT");
+                stopped[i] = false;
+            }
+            6..=7 => {
+                if stopped[i] {
+                    signal(&kids[i], "-CONT");
+                    stopped[i] = false;
+                }
+                signal(&kids[i], "-KILL");
+                kids[i].wait().unwrap();
+                kids[i] = daemon(&env, &logs[i]);
+                kills += 1;
+            }
+            8 => {
+                redis.restart_empty();
+                restarts += 1;
+            }
+            _ => {}
+        }
+    }
+    for (i, k) in kids.iter().enumerate() {
+        if stopped[i] {
+            signal(k, "-CONT");
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while store.checkpoint().await.unwrap() != sim.head_id() {
+        assert!(Instant::now() < deadline, "did not finish");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for k in &kids {
+        signal(k, "-TERM");
+    }
+    for k in &mut kids {
+        k.wait().unwrap();
+    }
+    let got = common::all_actions(&store).await;
+    assert_eq!(
+        got.len(),
+        sim.truth_all().len(),
+        "no action lost or duplicated"
+    );
+    assert!(got == sim.truth_all(), "replica equals source");
+    let epochs = store.epochs().await.unwrap();
+    for w in epochs.windows(2) {
+        assert!(
+            w[0].3 < w[1].2,
+            "epoch {} wrote after epoch {} began",
+            w[0].0,
+            w[1].0
+        );
+    }
+    let st = sim.stats();
+    assert!(
+        st.requests_total as u64 <= s.budget.daily,
+        "budget exceeded: {st:?}"
+    );
+    eprintln!(
+        "lease chaos: {secs} s, {stops} SIGSTOPs, {kills} SIGKILLs, {restarts} Redis restarts; \
+         {} actions, {} epochs wrote, 0 stale commits; {} requests (budget {})",
+        got.len(),
+        epochs.len(),
+        st.requests_total,
+        s.budget.daily
+    );
 }
