@@ -58,6 +58,11 @@ fn bench(c: &mut Criterion) {
     let parsed = parse_data_response(&body, after).unwrap();
     assert_eq!(parsed.len(), 1000);
     eprintln!("page: {} bytes, 1000 records", body.len());
+    // bench/parse_lxml.py parses the very same page with Python's lxml.
+    if let Ok(path) = std::env::var("ISIR_DUMP_PAGE") {
+        std::fs::write(&path, &body).unwrap();
+        std::fs::write(format!("{path}.after"), after.to_string()).unwrap();
+    }
     let mut g = c.benchmark_group("page_1000");
     g.throughput(Throughput::Bytes(body.len() as u64));
     g.bench_function("typed_parse_with_details", |b| {

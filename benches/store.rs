@@ -51,6 +51,49 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         let pages = pages(n);
+        // bench/store_baseline.sh loads the very same actions with `sqlite3 .import` and
+        // PostgreSQL's COPY.
+        if let Ok(path) = std::env::var("ISIR_DUMP_ACTIONS") {
+            let mut w = csv::Writer::from_path(&path).unwrap();
+            w.write_record([
+                "id",
+                "created",
+                "published",
+                "document_url",
+                "case_number",
+                "type_code",
+                "type_name",
+                "section",
+                "number_in_section",
+                "note",
+                "stored_at",
+                "epoch",
+            ])
+            .unwrap();
+            for p in &pages {
+                for r in &p.records {
+                    let a = &r.action;
+                    w.write_record([
+                        a.id.to_string(),
+                        a.created.clone(),
+                        a.published.clone(),
+                        a.document_url.clone().unwrap_or_default(),
+                        a.case_number.clone(),
+                        a.type_code.clone(),
+                        a.type_name.clone(),
+                        a.section.clone().unwrap_or_default(),
+                        a.number_in_section
+                            .map(|n| n.to_string())
+                            .unwrap_or_default(),
+                        a.note.clone().unwrap_or_default(),
+                        "0".into(),
+                        "1".into(),
+                    ])
+                    .unwrap();
+                }
+            }
+            w.flush().unwrap();
+        }
         let dir = tempfile::tempdir().unwrap();
         let sqlite = Store::connect(
             &format!("sqlite://{}", dir.path().join("b.db").display()),
