@@ -964,7 +964,9 @@ async fn demo(
     println!("    curl -s 'http://{api_bind}/v1/subjects?name=novak&limit=5'");
     println!("    curl -s 'http://{api_bind}/v1/events?after=0&limit=5'");
     println!("    curl -s 'http://{api_bind}/openapi.json'");
-    println!("  in a browser: the status page http://{api_bind}/ and the search http://{api_bind}/search?q=novák");
+    println!(
+        "  in a browser: the status page http://{api_bind}/ and the search http://{api_bind}/search?q=novák"
+    );
     run_daemon(&app, shutdown_signal()).await?;
     app.store.close().await;
     guard.stop().await;
