@@ -369,3 +369,41 @@ async fn status_json_shows_phase_projections_and_api() {
     assert_eq!(s["api"]["serving"], false);
     assert_eq!(s["api"]["ready"], false);
 }
+
+/// `/metrics` carries the shared state read at scrape time (checkpoint, projection
+/// cursors and lag, today's budget), so that a read replica without a poller reports it.
+#[tokio::test]
+async fn metrics_report_projections_and_budget() {
+    let (_sim, app, _g, _db) = fixture(Backend::Sqlite).await;
+    let state =
+        isir::api::ApiState::new(app.store.clone(), opts()).with_status(app.status_source());
+    let (web, _l) = start(state, false);
+    let (s, text) = web.get("/metrics").await;
+    assert_eq!(s, 200);
+    let cp = app.store.checkpoint().await.unwrap().unwrap();
+    let usage = app.budget.usage().await.unwrap();
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(value("isir_checkpoint ") as i64, cp);
+    for b in ["cases", "parties", "timeline"] {
+        assert_eq!(
+            value(&format!("isir_projection_cursor{{builder=\"{b}\"}}")) as i64,
+            cp
+        );
+        assert_eq!(
+            value(&format!("isir_projection_lag_ids{{builder=\"{b}\"}}")),
+            0.0
+        );
+    }
+    assert_eq!(value("isir_budget_used ") as u64, usage.used);
+    assert_eq!(value("isir_budget_left ") as u64, usage.left);
+    assert!(text.contains("isir_lease_held"), "the poller's gauges too");
+}

@@ -108,7 +108,11 @@ pub fn admin_router(state: ApiState) -> Router {
 
 fn operator_routes(state: ApiState) -> Router {
     crate::web::status_router(state.clone())
-        .route("/metrics", axum::routing::get(routes::metrics_text))
+        .merge(
+            Router::new()
+                .route("/metrics", axum::routing::get(routes::metrics_text))
+                .with_state(state.clone()),
+        )
         .route_layer(axum::middleware::from_fn_with_state(state, guard::admin))
 }
 

@@ -239,7 +239,30 @@ fn respond_list(
 /// Prometheus metrics.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Metrics in the Prometheus text format", body = String, content_type = "text/plain")))]
-pub(crate) async fn metrics_text() -> Response {
+pub(crate) async fn metrics_text(State(state): State<ApiState>) -> Response {
+    // Gauges read from the store at scrape time, so that every instance (also a read
+    // replica without a poller) reports the shared state: checkpoint, projection cursors
+    // and lag, today's budget.
+    if let Some(src) = &state.status {
+        let cp = src.store.checkpoint().await.ok().flatten();
+        if let Some(cp) = cp {
+            metrics::gauge!("isir_checkpoint").set(cp as f64);
+        }
+        if let Ok(metas) = crate::projection::metas(&src.store).await {
+            for m in metas.iter().filter(|m| !m.name.contains('#')) {
+                metrics::gauge!("isir_projection_cursor", "builder" => m.name.clone())
+                    .set(m.cursor as f64);
+                if let Some(cp) = cp {
+                    metrics::gauge!("isir_projection_lag_ids", "builder" => m.name.clone())
+                        .set((cp - m.cursor).max(0) as f64);
+                }
+            }
+        }
+        if let Ok(b) = src.budget.usage().await {
+            metrics::gauge!("isir_budget_used").set(b.used as f64);
+            metrics::gauge!("isir_budget_left").set(b.left as f64);
+        }
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         crate::telemetry::handle().render(),
