@@ -614,6 +614,7 @@ fn api_state(
             rate_per_second: a.rate_per_second,
             burst: a.burst,
             keys: a.keys.clone(),
+            meta_cache: Duration::from_millis(a.meta_cache_ms),
         },
     )
     .with_status(status)

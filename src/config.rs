@@ -95,6 +95,10 @@ pub struct ApiSettings {
     /// API keys: only their SHA-256 (hex) is configured. Scope `pii` sees birth numbers
     /// and birth dates of natural persons.
     pub keys: Vec<ApiKey>,
+    /// Milliseconds the phase and the watermark are reused between requests. 200: a
+    /// phase change or a new watermark shows within a fifth of a second, and a lookup
+    /// costs one query instead of two.
+    pub meta_cache_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -116,6 +120,7 @@ impl Default for ApiSettings {
             rate_per_second: 20,
             burst: 100,
             keys: Vec::new(),
+            meta_cache_ms: 200,
         }
     }
 }

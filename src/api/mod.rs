@@ -32,6 +32,9 @@ pub struct ApiOptions {
     pub burst: u32,
     /// Configured keys (hashes and scopes).
     pub keys: Vec<crate::config::ApiKey>,
+    /// How long the phase and the watermark are reused between requests (0: read for
+    /// every request).
+    pub meta_cache: Duration,
 }
 
 impl Default for ApiOptions {
@@ -43,6 +46,7 @@ impl Default for ApiOptions {
             rate_per_second: 20,
             burst: 100,
             keys: Vec::new(),
+            meta_cache: Duration::ZERO,
         }
     }
 }
@@ -61,6 +65,7 @@ pub struct ApiState {
     pub store: Store,
     pub opts: Arc<ApiOptions>,
     pub(crate) limiter: Arc<guard::Limiter>,
+    pub(crate) meta: Arc<std::sync::Mutex<Option<(std::time::Instant, (routes::Watermark, bool))>>>,
     /// What the status page reads; without it the page says so.
     pub status: Option<Arc<crate::status::StatusSource>>,
     pub admin: Arc<AdminOptions>,
@@ -74,6 +79,7 @@ impl ApiState {
             store,
             opts: Arc::new(opts),
             limiter,
+            meta: Arc::new(std::sync::Mutex::new(None)),
             status: None,
             admin: Arc::new(AdminOptions::default()),
         }

@@ -15,12 +15,23 @@ use super::routes::Watermark;
 use crate::projection::cases::CaseDoc;
 use crate::projection::parties::PartyDoc;
 
-/// The names of the query parameters `P` describes.
-pub fn allowed<P: IntoParams>() -> Vec<String> {
-    P::into_params(|| Some(utoipa::openapi::path::ParameterIn::Query))
-        .into_iter()
-        .map(|p| p.name)
-        .collect()
+/// The names of the query parameters `P` describes (computed once a type).
+pub fn allowed<P: IntoParams + 'static>() -> &'static [String] {
+    use std::any::TypeId;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<TypeId, &'static [String]>>> = OnceLock::new();
+    let mut m = CACHE
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .expect("parameter cache");
+    m.entry(TypeId::of::<P>()).or_insert_with(|| {
+        let names: Vec<String> = P::into_params(|| Some(utoipa::openapi::path::ParameterIn::Query))
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        Box::leak(names.into_boxed_slice())
+    })
 }
 
 /// The representation of a list; `?format=` wins over `Accept`.

@@ -16,6 +16,17 @@ fn parse(rows: &[String]) -> Result<Vec<Value>, Problem> {
         .map_err(Problem::internal)
 }
 
+/// One case document, as the stored JSON text.
+pub async fn case_doc_text(tx: &mut Tx, case_number: &str) -> Result<Option<String>, Problem> {
+    Ok(tx
+        .texts(
+            "SELECT doc FROM cases WHERE case_number = $1",
+            &[case_number.into()],
+        )
+        .await?
+        .pop())
+}
+
 /// One case document.
 pub async fn case_doc(tx: &mut Tx, case_number: &str) -> Result<Option<Value>, Problem> {
     let doc = tx

@@ -48,61 +48,80 @@ pub struct Watermark {
     pub phase: String,
 }
 
-async fn watermark(tx: &mut Tx) -> Result<Watermark, Problem> {
-    let phase = tx
-        .texts("SELECT value FROM settings WHERE key = 'phase'", &[])
+/// The watermark, the phase and whether every builder has a cursor, in one query.
+async fn meta(tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
+    let row = tx
+        .texts(
+            "SELECT COALESCE((SELECT value FROM settings WHERE key = 'phase'), 'off') || '|' || \
+             (SELECT COUNT(*) FROM proj_meta WHERE name NOT LIKE '%#next') || '|' || \
+             COALESCE((SELECT MIN(cursor) FROM proj_meta WHERE name NOT LIKE '%#next'), -1) || '|' || \
+             COALESCE((SELECT MIN(updated_at) FROM proj_meta WHERE name NOT LIKE '%#next'), 0) || '|' || \
+             COALESCE((SELECT checkpoint FROM writer_state WHERE singleton = 1), -1) || '|' || \
+             COALESCE((SELECT published FROM timeline WHERE action_id = \
+                 (SELECT MIN(cursor) FROM proj_meta WHERE name NOT LIKE '%#next')), '')",
+            &[],
+        )
         .await?
         .pop()
-        .unwrap_or_else(|| "off".into());
-    let cursor = tx
-        .int(
-            "SELECT MIN(cursor) FROM proj_meta WHERE name NOT LIKE '%#next'",
-            &[],
-        )
-        .await?
-        .unwrap_or(-1);
-    let updated = tx
-        .int(
-            "SELECT MIN(updated_at) FROM proj_meta WHERE name NOT LIKE '%#next'",
-            &[],
-        )
-        .await?
-        .unwrap_or(0);
-    let checkpoint = tx
-        .int(
-            "SELECT checkpoint FROM writer_state WHERE singleton = 1",
-            &[],
-        )
-        .await?
-        .unwrap_or(-1);
-    let published = tx
-        .texts(
-            "SELECT published FROM timeline WHERE action_id = $1",
-            &[cursor.into()],
-        )
-        .await
-        .ok()
-        .and_then(|mut v| v.pop());
+        .unwrap_or_default();
+    let f: Vec<&str> = row.splitn(6, '|').collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
+    let (cursor, updated, checkpoint) = (
+        num(2).unwrap_or(-1),
+        num(3).unwrap_or(0),
+        num(4).unwrap_or(-1),
+    );
+    let built = num(1).unwrap_or(0) >= crate::projection::NAMES.len() as i64;
     let lag_ids = (checkpoint - cursor).max(0);
     let lag_seconds = if lag_ids == 0 {
         0
     } else {
         ((crate::store::now_ms() - updated) / 1000).max(0)
     };
-    Ok(Watermark {
-        action_id: cursor,
-        published,
-        lag_ids,
-        lag_seconds,
-        phase,
-    })
+    Ok((
+        Watermark {
+            action_id: cursor,
+            published: f.get(5).filter(|p| !p.is_empty()).map(|p| p.to_string()),
+            lag_ids,
+            lag_seconds,
+            phase: f.first().unwrap_or(&"off").to_string(),
+        },
+        built,
+    ))
+}
+
+/// The meta, from the cache when it is younger than `api.meta_cache_ms`. Projections only
+/// move forward, so a cached watermark still holds: every action up to it is applied.
+async fn cached_meta(state: &ApiState, tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
+    let ttl = state.opts.meta_cache;
+    if !ttl.is_zero() {
+        if let Some((at, m)) = state.meta.lock().expect("meta cache").as_ref() {
+            if at.elapsed() < ttl {
+                return Ok(m.clone());
+            }
+        }
+    }
+    let m = meta(tx).await?;
+    if !ttl.is_zero() {
+        *state.meta.lock().expect("meta cache") = Some((std::time::Instant::now(), m.clone()));
+    }
+    Ok(m)
 }
 
 /// Opens a read snapshot, checks the phase and reads the watermark.
 pub(crate) async fn open(state: &ApiState) -> Result<(Tx, Watermark), Problem> {
-    let mut tx = Tx::begin_read(&state.store).await?;
-    let has_meta = projections_built(&mut tx).await?;
-    let wm = watermark(&mut tx).await?;
+    let tx = Tx::begin_read(&state.store).await?;
+    gate(state, tx).await
+}
+
+/// Like [`open`] without a transaction, for an answer of one statement.
+pub(crate) async fn open_single(state: &ApiState) -> Result<(Tx, Watermark), Problem> {
+    let tx = Tx::single(&state.store).await?;
+    gate(state, tx).await
+}
+
+async fn gate(state: &ApiState, mut tx: Tx) -> Result<(Tx, Watermark), Problem> {
+    let (wm, has_meta) = cached_meta(state, &mut tx).await?;
     if Phase::parse(&wm.phase).is_none_or(|p| p < Phase::Serve) {
         return Err(Problem::unavailable(format!(
             "the read API is off: the feed is in phase `{}`; it answers from phase `serve` (`isir phase set serve`)",
@@ -117,21 +136,13 @@ pub(crate) async fn open(state: &ApiState) -> Result<(Tx, Watermark), Problem> {
     Ok((tx, wm))
 }
 
-/// Whether every projection builder has a cursor (the tables exist).
-async fn projections_built(tx: &mut Tx) -> Result<bool, Problem> {
-    Ok(tx
-        .int(
-            "SELECT COUNT(*) FROM proj_meta WHERE name NOT LIKE '%#next'",
-            &[],
-        )
-        .await?
-        .unwrap_or(0)
-        >= crate::projection::NAMES.len() as i64)
-}
-
 fn respond(wm: &Watermark, req: &HeaderMap, mut body: Value) -> Response {
     body["watermark"] = serde_json::to_value(wm).unwrap_or(Value::Null);
-    let text = body.to_string();
+    respond_text(wm, req, body.to_string())
+}
+
+/// A JSON answer already rendered, with its ETag and the watermark headers.
+fn respond_text(wm: &Watermark, req: &HeaderMap, text: String) -> Response {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut h);
     let etag = format!("\"{:016x}\"", h.finish());
@@ -298,10 +309,9 @@ pub(crate) async fn healthz() -> Json<Value> {
 pub(crate) async fn readyz(State(state): State<ApiState>) -> Response {
     let r: Result<(Watermark, bool), Problem> = async {
         let mut tx = Tx::begin_read(&state.store).await?;
-        let wm = watermark(&mut tx).await?;
-        let built = projections_built(&mut tx).await?;
+        let m = meta(&mut tx).await?;
         tx.commit().await?;
-        Ok((wm, built))
+        Ok(m)
     }
     .await;
     match r {
@@ -379,7 +389,7 @@ pub(crate) fn search_key(
 }
 
 /// Refuses a parameter the endpoint's description (`P`) does not name.
-fn only<P: utoipa::IntoParams>(q: &HashMap<String, String>) -> Result<(), Problem> {
+fn only<P: utoipa::IntoParams + 'static>(q: &HashMap<String, String>) -> Result<(), Problem> {
     let allowed = super::openapi::allowed::<P>();
     match q.keys().find(|k| !allowed.contains(k)) {
         Some(k) => Err(Problem::bad(format!(
@@ -469,8 +479,8 @@ pub(crate) async fn case(
 ) -> Result<Response, Problem> {
     only::<NoParams>(&q)?;
     let cn = case_number(&year, &number)?;
-    let (mut tx, wm) = open(&state).await?;
-    let doc = queries::case_doc(&mut tx, &cn).await?;
+    let (mut tx, wm) = open_single(&state).await?;
+    let doc = queries::case_doc_text(&mut tx, &cn).await?;
     tx.commit().await?;
     let Some(case) = doc else {
         return Err(Problem::not_found(format!(
@@ -478,7 +488,14 @@ pub(crate) async fn case(
             wm.action_id
         )));
     };
-    Ok(respond(&wm, &headers, json!({ "case": case })))
+    // The stored document is JSON already: it goes out as it is, without a round trip
+    // through a parser (the keys in the order `serde_json` would give them).
+    let wm_json = serde_json::to_string(&wm).map_err(Problem::internal)?;
+    Ok(respond_text(
+        &wm,
+        &headers,
+        format!("{{\"case\":{case},\"watermark\":{wm_json}}}"),
+    ))
 }
 
 /// A case's timeline in action-ID order, with document links.
@@ -593,7 +610,7 @@ pub(crate) async fn subjects(
         Some(c) => decode_cursor(c, 3)?,
         None => vec![String::new(), String::new(), String::new()],
     };
-    let (mut tx, wm) = open(&state).await?;
+    let (mut tx, wm) = open_single(&state).await?;
     let rows = queries::subjects(&mut tx, col, &key, &after, limit + 1).await?;
     tx.commit().await?;
     let (persons, more) = page(rows, limit);

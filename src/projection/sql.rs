@@ -55,6 +55,33 @@ impl From<bool> for Val {
 pub enum Tx {
     Sqlite(Transaction<'static, Sqlite>),
     Postgres(Transaction<'static, Postgres>),
+    /// No transaction: each statement on its own (one-statement reads).
+    SqliteSingle(sqlx::pool::PoolConnection<Sqlite>),
+    PostgresSingle(sqlx::pool::PoolConnection<Postgres>),
+}
+
+/// Runs `$body` with `$c` bound to the connection, whatever the variant.
+macro_rules! on_conn {
+    ($self:expr, $c:ident => $body:expr) => {
+        match $self {
+            Tx::Sqlite(t) => {
+                let $c = &mut **t;
+                $body
+            }
+            Tx::SqliteSingle(t) => {
+                let $c = &mut **t;
+                $body
+            }
+            Tx::Postgres(t) => {
+                let $c = &mut **t;
+                $body
+            }
+            Tx::PostgresSingle(t) => {
+                let $c = &mut **t;
+                $body
+            }
+        }
+    };
 }
 
 macro_rules! bind_all {
@@ -94,15 +121,25 @@ impl Tx {
         })
     }
 
+    /// No transaction, for a read of one statement (already atomic): saves the round
+    /// trips of BEGIN and COMMIT on the hot read paths.
+    pub async fn single(store: &Store) -> Result<Tx, sqlx::Error> {
+        Ok(match store {
+            Store::Sqlite(p) => Tx::SqliteSingle(p.acquire().await?),
+            Store::Postgres(p) => Tx::PostgresSingle(p.acquire().await?),
+        })
+    }
+
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self {
             Tx::Sqlite(t) => t.commit().await,
             Tx::Postgres(t) => t.commit().await,
+            Tx::SqliteSingle(_) | Tx::PostgresSingle(_) => Ok(()),
         }
     }
 
     pub fn is_postgres(&self) -> bool {
-        matches!(self, Tx::Postgres(_))
+        matches!(self, Tx::Postgres(_) | Tx::PostgresSingle(_))
     }
 
     /// ` FOR UPDATE` on PostgreSQL (SQLite holds the write lock already).
@@ -115,50 +152,29 @@ impl Tx {
     }
 
     pub async fn exec(&mut self, sql: &str, binds: &[Val]) -> Result<u64, sqlx::Error> {
-        Ok(match self {
-            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), binds)
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-            Tx::Postgres(t) => bind_all!(sqlx::query(sql), binds)
-                .execute(&mut **t)
-                .await?
-                .rows_affected(),
-        })
+        Ok(on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
+            .execute(c)
+            .await?
+            .rows_affected()))
     }
 
     /// The first column of every row, as text.
     pub async fn texts(&mut self, sql: &str, binds: &[Val]) -> Result<Vec<String>, sqlx::Error> {
-        match self {
-            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), binds)
-                .fetch_all(&mut **t)
-                .await?
-                .iter()
-                .map(|r| r.try_get::<String, _>(0))
-                .collect(),
-            Tx::Postgres(t) => bind_all!(sqlx::query(sql), binds)
-                .fetch_all(&mut **t)
-                .await?
-                .iter()
-                .map(|r| r.try_get::<String, _>(0))
-                .collect(),
-        }
+        on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
+            .fetch_all(c)
+            .await?
+            .iter()
+            .map(|r| r.try_get::<String, _>(0))
+            .collect())
     }
 
     /// The first column of the first row, as a number.
     pub async fn int(&mut self, sql: &str, binds: &[Val]) -> Result<Option<i64>, sqlx::Error> {
-        match self {
-            Tx::Sqlite(t) => bind_all!(sqlx::query(sql), binds)
-                .fetch_optional(&mut **t)
-                .await?
-                .map(|r| r.try_get::<i64, _>(0))
-                .transpose(),
-            Tx::Postgres(t) => bind_all!(sqlx::query(sql), binds)
-                .fetch_optional(&mut **t)
-                .await?
-                .map(|r| r.try_get::<i64, _>(0))
-                .transpose(),
-        }
+        on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
+            .fetch_optional(c)
+            .await?
+            .map(|r| r.try_get::<i64, _>(0))
+            .transpose())
     }
 
     /// `INSERT ... ON CONFLICT (key) DO UPDATE SET every other column`, in chunks.

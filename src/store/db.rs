@@ -86,8 +86,11 @@ impl Store {
                 // indexes take random inserts, and a small cache makes them disk-bound.
                 .pragma("cache_size", "-32768")
                 .foreign_keys(true);
+            // A SQLite connection is a file handle that does not go stale: no ping
+            // before each use (on the read path that ping is a thread round trip).
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections)
+                .test_before_acquire(false)
                 .connect_with(opts)
                 .await?;
             Ok(Store::Sqlite(pool))
@@ -109,8 +112,11 @@ impl Store {
                 .read_only(true)
                 .busy_timeout(Duration::from_secs(30))
                 .pragma("cache_size", "-32768");
+            // A SQLite connection is a file handle that does not go stale: no ping
+            // before each use (on the read path that ping is a thread round trip).
             let pool = SqlitePoolOptions::new()
                 .max_connections(max_connections)
+                .test_before_acquire(false)
                 .connect_with(opts)
                 .await?;
             Ok(Store::Sqlite(pool))
