@@ -269,12 +269,64 @@ async fn write_table(
                 rows += 1;
             }
         }
+        Table::Events => {
+            // The timeline has a column per field: each row comes as one text with the
+            // fields joined by U+001F, which XML text (and so the register) cannot
+            // contain; no JSON is built or parsed on the way.
+            let sep = if pg {
+                " || chr(31) || "
+            } else {
+                " || char(31) || "
+            };
+            let exprs: Vec<String> = cols
+                .iter()
+                .map(|c| match *c {
+                    "secondary_action" | "secondary_document" => {
+                        format!("CASE WHEN {c} THEN 'true' ELSE 'false' END")
+                    }
+                    c => format!("COALESCE(CAST({c} AS TEXT), '')"),
+                })
+                .collect();
+            let sql = format!(
+                "SELECT {} FROM timeline WHERE action_id > $1 ORDER BY action_id LIMIT $2",
+                exprs.join(sep)
+            );
+            let mut after = opts.since_watermark.unwrap_or(-1);
+            loop {
+                let lines = tx.texts(&sql, &[after.into(), CHUNK.into()]).await?;
+                for l in &lines {
+                    let f: Vec<&str> = l.split('\u{1f}').collect();
+                    if f.len() != cols.len() {
+                        return Err(ExportError::Invalid(format!(
+                            "an event row has {} fields, not {}",
+                            f.len(),
+                            cols.len()
+                        )));
+                    }
+                    csv.write_record(&f).map_err(csv_err)?;
+                }
+                let n = lines.len();
+                if let Some(l) = lines.last() {
+                    after = l
+                        .split('\u{1f}')
+                        .next()
+                        .and_then(|id| id.parse().ok())
+                        .ok_or_else(|| ExportError::Invalid("an event without an ID".into()))?;
+                }
+                rows += n as u64;
+                if let Some(b) = bar {
+                    b.inc(n as u64);
+                }
+                if (n as i64) < CHUNK {
+                    break;
+                }
+            }
+        }
         _ => {
-            // Keyset position: case_number / (case_number, court, person_id) / action_id.
+            // Keyset position: case_number / (case_number, court, person_id).
             let mut key: Vec<String> = match table {
                 Table::Cases => vec![String::new()],
-                Table::Parties => vec![String::new(); 3],
-                _ => vec![opts.since_watermark.unwrap_or(-1).to_string()],
+                _ => vec![String::new(); 3],
             };
             loop {
                 let (sql, binds): (String, Vec<Val>) = match table {
@@ -283,7 +335,7 @@ async fn write_table(
                             .into(),
                         vec![key[0].as_str().into(), CHUNK.into()],
                     ),
-                    Table::Parties => (
+                    _ => (
                         "SELECT doc FROM parties WHERE (case_number, court, person_id) > ($1, $2, $3) \
                          ORDER BY case_number, court, person_id LIMIT $4"
                             .into(),
@@ -293,13 +345,6 @@ async fn write_table(
                             key[2].as_str().into(),
                             CHUNK.into(),
                         ],
-                    ),
-                    _ => (
-                        format!(
-                            "SELECT {} FROM timeline WHERE action_id > $1 ORDER BY action_id LIMIT $2",
-                            columns::event_json_sql(pg)
-                        ),
-                        vec![key[0].parse::<i64>().unwrap_or(-1).into(), CHUNK.into()],
                     ),
                 };
                 let docs = tx.texts(&sql, &binds).await?;
@@ -318,12 +363,11 @@ async fn write_table(
                     if i + 1 == n {
                         key = match table {
                             Table::Cases => vec![cell(&v, "case_number")],
-                            Table::Parties => vec![
+                            _ => vec![
                                 cell(&v, "case_number"),
                                 cell(&v, "court"),
                                 cell(&v, "person_id"),
                             ],
-                            _ => vec![cell(&v, "action_id")],
                         };
                     }
                 }

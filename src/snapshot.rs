@@ -457,6 +457,12 @@ async fn load(
             "the checkpoint moved while restoring; is a daemon running?".into(),
         ));
     }
+    // Into an empty store, the secondary index is built once at the end instead of
+    // row by row (inside the same transaction: a failed restore leaves it as it was).
+    let bulk = skip_upto < 0 && expected_checkpoint.is_none();
+    if bulk {
+        tx.exec("DROP INDEX IF EXISTS actions_case", &[]).await?;
+    }
     let now = crate::store::now_ms();
     let cols = [
         "id",
@@ -554,6 +560,13 @@ async fn load(
             "an action {last} lies beyond the checkpoint {:?}",
             m.checkpoint
         )));
+    }
+    if bulk {
+        tx.exec(
+            "CREATE INDEX IF NOT EXISTS actions_case ON actions (case_number, id)",
+            &[],
+        )
+        .await?;
     }
     tx.exec(
         "UPDATE writer_state SET checkpoint = $1, epoch = $2, updated_at = $3 WHERE singleton = 1",
