@@ -11,6 +11,6 @@ bench_setup 10000
 $BIN poll --once >/dev/null
 BEFORE=$(curl -fs "http://127.0.0.1:$PORT/_sim/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['requests_total'])")
 ISIR_POLL__PERIOD_SECS=1 ISIR_POLL__HEAD_CHECK_SECS=6 ISIR_POLL__MAX_BATCHES_PER_TICK=20 \
-    ISIR_API__BIND=127.0.0.1:0 timeout -s TERM 144 $BIN run >"$WORK/run.log" 2>&1 || true
+    ISIR_API__BIND=127.0.0.1:0 timeout -s TERM "${IDLE_SECS:-144}" $BIN run >"$WORK/run.log" 2>&1 || true
 AFTER=$(curl -fs "http://127.0.0.1:$PORT/_sim/stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['requests_total'])")
 echo "idle day (scaled 600:1): $((AFTER - BEFORE)) requests (minimum: 144 ticks x 1 + 24 head checks = 168); budget 3000"

@@ -414,6 +414,9 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                 Command::Poll { .. } => {
                     let mut p = app.poller()?;
                     let t = p.poll_once().await;
+                    // A one-shot tick gives the lease back, so that a daemon started
+                    // next does not wait out the TTL.
+                    p.release().await;
                     println!("{}", serde_json::to_string(&t)?);
                     t.outcome.exit_code()
                 }

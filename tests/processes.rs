@@ -564,3 +564,36 @@ async fn lease_chaos_random() {
         s.budget.daily
     );
 }
+
+/// `isir poll --once` gives the lease back when it ends, so that a daemon started next
+/// takes it at once instead of waiting out the TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poll_once_releases_the_lease() {
+    let (sim, url, _g) = common::sim(3_000, 1000, 25).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let s = common::settings(&url, &db);
+    let env = env_of(&s);
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_isir"))
+            .args(["poll", "--once"])
+            .envs(env.iter().cloned())
+            .env("ISIR_LOG", "warn")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = common::store(&db).await;
+    assert_eq!(store.checkpoint().await.unwrap(), sim.head_id());
+    let lease = Lease::database(&s.lease.key, store.clone(), Duration::from_secs(900));
+    let info = lease.show().await.unwrap();
+    assert_eq!(
+        info.holder, None,
+        "the lease is free after poll --once: {info:?}"
+    );
+}
