@@ -162,13 +162,8 @@ pub async fn create(
             out.display()
         )));
     }
-    let staging = out.with_file_name(format!(
-        ".{}.partial-{}",
-        out.file_name()
-            .map(|n| n.to_string_lossy().to_string())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
+    // The same staging and renaming as the exports.
+    let staging = crate::export::staging_dir(out);
     if let Some(p) = staging.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(p)?;
     }

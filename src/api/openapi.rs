@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
+use utoipa::{IntoParams, IntoResponses, Modify, OpenApi, ToSchema};
 
 use super::Problem;
 use super::routes::Watermark;
@@ -251,6 +251,28 @@ pub struct Health {
 pub struct Ready {
     pub ready: bool,
     pub watermark: Watermark,
+}
+
+/// The error answers every `/v1` operation can give, described once.
+#[derive(IntoResponses)]
+#[allow(dead_code)]
+pub enum V1Errors {
+    /// A bad parameter, named in `detail`
+    #[response(status = 400, content_type = "application/problem+json")]
+    Bad(Problem),
+    /// An unknown API key
+    #[response(status = 401, content_type = "application/problem+json")]
+    UnknownKey(Problem),
+    /// Rate limited
+    #[response(status = 429, content_type = "application/problem+json",
+        headers(("Retry-After" = u64, description = "Seconds to wait")))]
+    RateLimited(Problem),
+    /// The read API is off (phase before `serve`)
+    #[response(status = 503, content_type = "application/problem+json")]
+    Off(Problem),
+    /// The projection could not be read
+    #[response(status = 500, content_type = "application/problem+json")]
+    Internal(Problem),
 }
 
 struct Security;

@@ -464,12 +464,7 @@ fn decode_cursor(c: &str, n: usize) -> Result<Vec<String>, Problem> {
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
         (status = 404, description = "No such case", body = Problem, content_type = "application/problem+json"),
-        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+        crate::api::openapi::V1Errors,
     ))]
 pub(crate) async fn case(
     State(state): State<ApiState>,
@@ -507,12 +502,7 @@ pub(crate) async fn case(
             content((crate::api::openapi::EventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
         (status = 404, description = "No such case", body = Problem, content_type = "application/problem+json"),
-        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+        crate::api::openapi::V1Errors,
     ))]
 pub(crate) async fn case_events(
     State(state): State<ApiState>,
@@ -581,12 +571,7 @@ pub(crate) async fn case_events(
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
             content((crate::api::openapi::SubjectList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
-        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+        crate::api::openapi::V1Errors,
     ))]
 pub(crate) async fn subjects(
     State(state): State<ApiState>,
@@ -692,7 +677,6 @@ fn court_param(
     }
 }
 
-/// `GET /v1/cases`: filters, two orders, keyset pagination.
 /// Cases matching every given filter, by date opened or by latest action.
 #[utoipa::path(get, path = "/v1/cases", tag = "cases",
     params(crate::api::openapi::CaseListParams),
@@ -701,12 +685,7 @@ fn court_param(
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
             content((crate::api::openapi::CaseList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
-        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+        crate::api::openapi::V1Errors,
     ))]
 pub(crate) async fn case_list(
     State(state): State<ApiState>,
@@ -840,7 +819,6 @@ pub(crate) async fn case_list(
     ))
 }
 
-/// `GET /v1/events?after=ID`: the change feed in action-ID order.
 /// The change feed: every action after an ID, in ID order.
 #[utoipa::path(get, path = "/v1/events", tag = "events",
     params(crate::api::openapi::EventParams),
@@ -849,12 +827,7 @@ pub(crate) async fn case_list(
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
             content((crate::api::openapi::EventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
-        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+        crate::api::openapi::V1Errors,
     ))]
 pub(crate) async fn events(
     State(state): State<ApiState>,
@@ -932,7 +905,6 @@ pub(crate) async fn events(
     ))
 }
 
-/// `GET /v1/stats`: cases by state, court and month opened.
 /// Cases by state, court and month opened.
 #[utoipa::path(get, path = "/v1/stats", tag = "cases",
     params(crate::api::openapi::NoParams),
@@ -940,12 +912,7 @@ pub(crate) async fn events(
         (status = 200, description = "Counts", body = crate::api::openapi::Stats, headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
-        (status = 400, description = "A bad parameter, named in `detail`", body = Problem, content_type = "application/problem+json"),
-        (status = 401, description = "An unknown API key", body = Problem, content_type = "application/problem+json"),
-        (status = 429, description = "Rate limited", body = Problem, content_type = "application/problem+json",
-            headers(("Retry-After" = u64, description = "Seconds to wait"))),
-        (status = 503, description = "The read API is off (phase before `serve`)", body = Problem, content_type = "application/problem+json"),
-        (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
+        crate::api::openapi::V1Errors,
     ))]
 pub(crate) async fn stats(
     State(state): State<ApiState>,

@@ -94,26 +94,14 @@ pub fn event_json_sql(pg: bool) -> String {
     } else {
         "json_object"
     };
-    let cols = [
-        "action_id",
-        "case_number",
-        "court",
-        "type_code",
-        "type_name",
-        "source_type_name",
-        "section",
-        "number_in_section",
-        "document_url",
-        "published",
-        "created",
-        "slot_action_id",
-    ];
-    let mut parts: Vec<String> = cols.iter().map(|c| format!("'{c}', {c}")).collect();
-    parts.push(format!("'secondary_action', {}", b("secondary_action")));
-    parts.push(format!("'secondary_document', {}", b("secondary_document")));
-    for c in ["legal_force_date", "corrected_published", "annulled"] {
-        parts.push(format!("'{c}', {c}"));
-    }
+    // Every column of the timeline, booleans as JSON booleans on both back ends.
+    let parts: Vec<String> = super::timeline::COLUMNS
+        .iter()
+        .map(|c| match *c {
+            "secondary_action" | "secondary_document" => format!("'{c}', {}", b(c)),
+            c => format!("'{c}', {c}"),
+        })
+        .collect();
     let cast = if pg { "::text" } else { "" };
     format!("{f}({}){cast}", parts.join(", "))
 }
