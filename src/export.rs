@@ -468,7 +468,7 @@ async fn write_all(
     opts: &ExportOptions,
     dir: &Path,
 ) -> Result<Manifest, ExportError> {
-    let mut tx = Tx::begin_read(store).await?;
+    let mut tx = Tx::begin_read_direct(store).await?;
     let built = tx
         .int(
             "SELECT COUNT(*) FROM proj_meta WHERE name NOT LIKE '%#next'",

@@ -190,7 +190,7 @@ async fn create_in(
     chunk_actions: i64,
     progress: bool,
 ) -> Result<SnapshotManifest, SnapshotError> {
-    let mut tx = Tx::begin_read(store).await?;
+    let mut tx = Tx::begin_read_direct(store).await?;
     let checkpoint = tx
         .int(
             "SELECT COALESCE(checkpoint, -1) FROM writer_state WHERE singleton = 1",
@@ -423,7 +423,7 @@ async fn load(
         );
         b
     });
-    let mut tx = Tx::begin(store).await?;
+    let mut tx = Tx::begin_direct(store).await?;
     // Fencing: a newer writer's epoch refuses this one.
     let current = tx
         .int(

@@ -69,6 +69,9 @@ pub struct ApiState {
     /// What the status page reads; without it the page says so.
     pub status: Option<Arc<crate::status::StatusSource>>,
     pub admin: Arc<AdminOptions>,
+    /// Direct read connections for one-statement answers on a SQLite file (see
+    /// [`crate::store::direct`]); `None` on PostgreSQL.
+    pub(crate) direct: Option<Arc<crate::store::direct::ReadPool>>,
 }
 
 impl ApiState {
@@ -76,12 +79,13 @@ impl ApiState {
         crate::telemetry::init();
         let limiter = Arc::new(guard::limiter(opts.rate_per_second, opts.burst));
         ApiState {
-            store,
             opts: Arc::new(opts),
             limiter,
             meta: Arc::new(std::sync::Mutex::new(None)),
             status: None,
             admin: Arc::new(AdminOptions::default()),
+            direct: crate::store::direct::ReadPool::for_store(&store, 16),
+            store,
         }
     }
 

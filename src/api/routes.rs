@@ -114,9 +114,13 @@ pub(crate) async fn open(state: &ApiState) -> Result<(Tx, Watermark), Problem> {
     gate(state, tx).await
 }
 
-/// Like [`open`] without a transaction, for an answer of one statement.
+/// Like [`open`] without a transaction, for an answer of one indexed, bounded statement
+/// (on a SQLite file it runs on a direct connection, on this thread).
 pub(crate) async fn open_single(state: &ApiState) -> Result<(Tx, Watermark), Problem> {
-    let tx = Tx::single(&state.store).await?;
+    let tx = match &state.direct {
+        Some(pool) => Tx::Direct(pool.get().map_err(crate::store::direct::to_sqlx)?),
+        None => Tx::single(&state.store).await?,
+    };
     gate(state, tx).await
 }
 

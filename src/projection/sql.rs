@@ -6,7 +6,7 @@
 
 use sqlx::{Postgres, Row, Sqlite, Transaction};
 
-use crate::store::Store;
+use crate::store::{Store, direct};
 
 /// A value to bind.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +58,19 @@ pub enum Tx {
     /// No transaction: each statement on its own (one-statement reads).
     SqliteSingle(sqlx::pool::PoolConnection<Sqlite>),
     PostgresSingle(sqlx::pool::PoolConnection<Postgres>),
+    /// A read-only rusqlite connection (see [`crate::store::direct`]), in a read
+    /// transaction or not: its statements run on the calling thread.
+    Direct(direct::Conn),
+}
+
+impl rusqlite::ToSql for Val {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            Val::I(v) => v.to_sql(),
+            Val::T(v) => v.to_sql(),
+            Val::B(v) => v.to_sql(),
+        }
+    }
 }
 
 /// Runs `$body` with `$c` bound to the connection, whatever the variant.
@@ -80,6 +93,7 @@ macro_rules! on_conn {
                 let $c = &mut **t;
                 $body
             }
+            Tx::Direct(_) => unreachable!("direct connections are matched first"),
         }
     };
 }
@@ -130,11 +144,39 @@ impl Tx {
         })
     }
 
+    /// A read transaction on a direct connection when the store is a SQLite file (bulk
+    /// reads: exports, snapshots), else [`Tx::begin_read`].
+    pub async fn begin_read_direct(store: &Store) -> Result<Tx, sqlx::Error> {
+        match direct::sqlite_file(store) {
+            Some(path) => {
+                let mut c = direct::Conn::open(&path).map_err(direct::to_sqlx)?;
+                c.begin().map_err(direct::to_sqlx)?;
+                Ok(Tx::Direct(c))
+            }
+            None => Tx::begin_read(store).await,
+        }
+    }
+
+    /// A write transaction on a direct connection when the store is a SQLite file (bulk
+    /// loads: snapshot restore), else [`Tx::begin`]. The caller checks the fencing epoch
+    /// inside it, as with any write.
+    pub async fn begin_direct(store: &Store) -> Result<Tx, sqlx::Error> {
+        match direct::sqlite_file(store) {
+            Some(path) => {
+                let mut c = direct::Conn::open_write(&path).map_err(direct::to_sqlx)?;
+                c.begin_immediate().map_err(direct::to_sqlx)?;
+                Ok(Tx::Direct(c))
+            }
+            None => Tx::begin(store).await,
+        }
+    }
+
     pub async fn commit(self) -> Result<(), sqlx::Error> {
         match self {
             Tx::Sqlite(t) => t.commit().await,
             Tx::Postgres(t) => t.commit().await,
             Tx::SqliteSingle(_) | Tx::PostgresSingle(_) => Ok(()),
+            Tx::Direct(mut c) => c.commit().map_err(direct::to_sqlx),
         }
     }
 
@@ -152,6 +194,13 @@ impl Tx {
     }
 
     pub async fn exec(&mut self, sql: &str, binds: &[Val]) -> Result<u64, sqlx::Error> {
+        if let Tx::Direct(d) = self {
+            let mut st = d.conn().prepare_cached(sql).map_err(direct::to_sqlx)?;
+            return st
+                .execute(rusqlite::params_from_iter(binds))
+                .map(|n| n as u64)
+                .map_err(direct::to_sqlx);
+        }
         Ok(on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
             .execute(c)
             .await?
@@ -160,6 +209,13 @@ impl Tx {
 
     /// The first column of every row, as text.
     pub async fn texts(&mut self, sql: &str, binds: &[Val]) -> Result<Vec<String>, sqlx::Error> {
+        if let Tx::Direct(d) = self {
+            let mut st = d.conn().prepare_cached(sql).map_err(direct::to_sqlx)?;
+            let rows = st
+                .query_map(rusqlite::params_from_iter(binds), |r| r.get::<_, String>(0))
+                .map_err(direct::to_sqlx)?;
+            return rows.collect::<Result<_, _>>().map_err(direct::to_sqlx);
+        }
         on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
             .fetch_all(c)
             .await?
@@ -170,6 +226,14 @@ impl Tx {
 
     /// The first column of the first row, as a number.
     pub async fn int(&mut self, sql: &str, binds: &[Val]) -> Result<Option<i64>, sqlx::Error> {
+        if let Tx::Direct(d) = self {
+            use rusqlite::OptionalExtension;
+            let mut st = d.conn().prepare_cached(sql).map_err(direct::to_sqlx)?;
+            return st
+                .query_row(rusqlite::params_from_iter(binds), |r| r.get::<_, i64>(0))
+                .optional()
+                .map_err(direct::to_sqlx);
+        }
         on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
             .fetch_optional(c)
             .await?
@@ -210,6 +274,20 @@ impl Tx {
         rows: &[Vec<Val>],
         tail: &str,
     ) -> Result<(), sqlx::Error> {
+        if let Tx::Direct(d) = self {
+            // On the calling thread a prepared one-row statement is the fastest form.
+            let sql = format!(
+                "INSERT INTO {table} ({}) VALUES ({}){tail}",
+                cols.join(", "),
+                vec!["?"; cols.len()].join(",")
+            );
+            let mut st = d.conn().prepare_cached(&sql).map_err(direct::to_sqlx)?;
+            for r in rows {
+                st.execute(rusqlite::params_from_iter(r))
+                    .map_err(direct::to_sqlx)?;
+            }
+            return Ok(());
+        }
         // Small statements: binding cost grows faster than linearly with parameters.
         let per = (if self.is_postgres() { 6_000 } else { 8_000 } / cols.len()).clamp(1, 500);
         for chunk in rows.chunks(per) {

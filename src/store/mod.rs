@@ -7,6 +7,7 @@
 //! lower than the highest seen. It never talks to the source or to Redis.
 
 mod db;
+pub mod direct;
 pub use db::*;
 
 use crate::source::model::Action;

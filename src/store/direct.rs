@@ -1,0 +1,177 @@
+//! Direct SQLite connections (rusqlite, the same bundled SQLite as sqlx) for the read
+//! paths where sqlx-sqlite's hand-off of every statement to a connection worker thread
+//! costs more than the statement: the API's point lookups and the bulk reads of exports
+//! and snapshots. A statement here runs on the calling thread, so callers keep to
+//! indexed, bounded statements (a lookup, a chunk of a keyset scan).
+//!
+//! Owns opening connections to a SQLite file and pooling the read ones. Its only write
+//! connection serves bulk loads (snapshot restore), inside one `BEGIN IMMEDIATE`
+//! transaction in which the caller checks the fencing epoch like every writer.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::store::Store;
+
+/// The file of a SQLite store, when it has one (not an in-memory database).
+pub fn sqlite_file(store: &Store) -> Option<PathBuf> {
+    match store {
+        Store::Sqlite(p) => {
+            let opts = p.connect_options();
+            let f = opts.get_filename();
+            let s = f.to_string_lossy();
+            (!s.is_empty() && !s.contains(":memory:") && f.exists()).then(|| f.to_path_buf())
+        }
+        Store::Postgres(_) => None,
+    }
+}
+
+/// Opens a read-only connection to `path`.
+pub fn open_read(path: &Path) -> rusqlite::Result<Connection> {
+    let c = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    c.busy_timeout(Duration::from_secs(30))?;
+    // The same page cache as the sqlx connections (32 MiB).
+    c.execute_batch("PRAGMA cache_size = -32768")?;
+    c.set_prepared_statement_cache_capacity(64);
+    Ok(c)
+}
+
+/// Opens a read-write connection to `path` with the store's settings (WAL, foreign
+/// keys, `synchronous = NORMAL`).
+pub fn open_write(path: &Path) -> rusqlite::Result<Connection> {
+    let c = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    c.busy_timeout(Duration::from_secs(30))?;
+    c.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+         PRAGMA foreign_keys = ON; PRAGMA cache_size = -32768",
+    )?;
+    Ok(c)
+}
+
+/// Idle read connections to one file, reused across requests.
+#[derive(Debug)]
+pub struct ReadPool {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    keep: usize,
+}
+
+impl ReadPool {
+    /// A pool for `store` if it is a SQLite file; `keep` idle connections are kept.
+    pub fn for_store(store: &Store, keep: usize) -> Option<Arc<ReadPool>> {
+        sqlite_file(store).map(|path| {
+            Arc::new(ReadPool {
+                path,
+                idle: Mutex::new(Vec::new()),
+                keep: keep.max(1),
+            })
+        })
+    }
+
+    /// An idle connection, or a new one.
+    pub fn get(self: &Arc<Self>) -> rusqlite::Result<Conn> {
+        let idle = self.idle.lock().expect("read pool").pop();
+        let c = match idle {
+            Some(c) => c,
+            None => open_read(&self.path)?,
+        };
+        Ok(Conn {
+            conn: Some(c),
+            home: Some(self.clone()),
+            in_tx: false,
+        })
+    }
+
+    fn put(&self, c: Connection) {
+        let mut idle = self.idle.lock().expect("read pool");
+        if idle.len() < self.keep {
+            idle.push(c);
+        }
+    }
+}
+
+/// A direct connection, returned to its pool (if any) when dropped; a read transaction
+/// still open then is rolled back first.
+#[derive(Debug)]
+pub struct Conn {
+    conn: Option<Connection>,
+    home: Option<Arc<ReadPool>>,
+    in_tx: bool,
+}
+
+impl Conn {
+    /// An unpooled read-only connection to `path`.
+    pub fn open(path: &Path) -> rusqlite::Result<Conn> {
+        Ok(Conn {
+            conn: Some(open_read(path)?),
+            home: None,
+            in_tx: false,
+        })
+    }
+
+    /// An unpooled read-write connection to `path` (see [`open_write`]).
+    pub fn open_write(path: &Path) -> rusqlite::Result<Conn> {
+        Ok(Conn {
+            conn: Some(open_write(path)?),
+            home: None,
+            in_tx: false,
+        })
+    }
+
+    /// Starts a write transaction, taking the write lock now.
+    pub fn begin_immediate(&mut self) -> rusqlite::Result<()> {
+        self.conn().execute_batch("BEGIN IMMEDIATE")?;
+        self.in_tx = true;
+        Ok(())
+    }
+
+    pub fn conn(&self) -> &Connection {
+        self.conn.as_ref().expect("connection present until drop")
+    }
+
+    /// Starts a read transaction: the statements that follow see one snapshot.
+    pub fn begin(&mut self) -> rusqlite::Result<()> {
+        self.conn().execute_batch("BEGIN")?;
+        // A deferred transaction takes its snapshot at the first read: read now.
+        self.conn()
+            .query_row("SELECT COUNT(*) FROM sqlite_master", [], |_| Ok(()))?;
+        self.in_tx = true;
+        Ok(())
+    }
+
+    /// Ends the read transaction, if one is open.
+    pub fn commit(&mut self) -> rusqlite::Result<()> {
+        if self.in_tx {
+            self.in_tx = false;
+            self.conn().execute_batch("COMMIT")?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(c) = self.conn.take() {
+            if self.in_tx && c.execute_batch("ROLLBACK").is_err() {
+                return; // not returned to the pool in an unknown state
+            }
+            if let Some(home) = &self.home {
+                home.put(c);
+            }
+        }
+    }
+}
+
+/// A rusqlite error in the form the store's callers handle (as a driver I/O failure).
+pub fn to_sqlx(e: rusqlite::Error) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::other(format!("sqlite: {e}")))
+}
