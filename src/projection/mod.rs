@@ -332,6 +332,7 @@ pub async fn step(
         &recs,
         Some(start.cursor),
         Some(last),
+        false,
     )
     .await?
     {
@@ -355,8 +356,15 @@ async fn apply_and_commit(
     recs: &[Record],
     expect: Option<i64>,
     cursor: Option<i64>,
+    bulk: bool,
 ) -> Result<Result<(), ProjectionError>, ProjectionError> {
-    let mut tx = Tx::begin(store).await?;
+    // A rebuild writes tables nobody reads yet, from a process of its own: on a SQLite
+    // file its statements run on this thread (no worker hand-off per statement).
+    let mut tx = if bulk {
+        Tx::begin_direct(store).await?
+    } else {
+        Tx::begin(store).await?
+    };
     let mut m = read_meta(&mut tx, key)
         .await?
         .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
@@ -410,7 +418,7 @@ async fn pinpoint(
     if recs.len() > 1 {
         for r in recs {
             let one = std::slice::from_ref(r);
-            match apply_and_commit(store, b, key, one, None, Some(r.action.id)).await {
+            match apply_and_commit(store, b, key, one, None, Some(r.action.id), false).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) | Err(e) => {
                     culprit = (r.action.id, e);
@@ -486,42 +494,202 @@ async fn bulk_fill(
     let Some(head) = store.checkpoint().await? else {
         return Ok(());
     };
-    let mut pos: (String, i64) = (String::new(), i64::MIN);
-    let mut carry: Vec<crate::source::Action> = Vec::new();
-    loop {
-        let batch = store.actions_by_case((&pos.0, pos.1), head, chunk).await?;
-        let done = (batch.len() as i64) < chunk;
-        if let Some(a) = batch.last() {
-            pos = (a.case_number.clone(), a.id);
+    fill(store, b, key, Walk::ByCase { head }, chunk).await
+}
+
+/// How a rebuild walks the replica: case by case up to a head, or in ID order after the
+/// builder's cursor until the replica ends.
+#[derive(Debug, Clone, Copy)]
+enum Walk {
+    ByCase { head: i64 },
+    ById,
+}
+
+/// Records to apply in one step, and where the cursor goes after them.
+struct Batch {
+    recs: Vec<Record>,
+    cursor: Option<i64>,
+}
+
+/// The position of a rebuild's walk and the batches it makes of what is read: in
+/// (case, ID) order the last case of a read is held back, as it may go on in the next.
+struct Walker {
+    walk: Walk,
+    chunk: i64,
+    after: i64,
+    pos: (String, i64),
+    carry: Vec<crate::source::Action>,
+    finished: bool,
+}
+
+impl Walker {
+    fn new(walk: Walk, after: i64, chunk: i64) -> Self {
+        Walker {
+            walk,
+            chunk,
+            after,
+            pos: (String::new(), i64::MIN),
+            carry: Vec::new(),
+            finished: false,
         }
-        let mut acts = std::mem::take(&mut carry);
-        acts.extend(batch);
-        if !done {
-            // Hold back the last case: it may go on in the next batch.
-            let last = acts
-                .last()
-                .map(|a| a.case_number.clone())
-                .unwrap_or_default();
-            let split = acts.iter().position(|a| a.case_number == last).unwrap_or(0);
-            carry = acts.split_off(split);
-            if acts.is_empty() {
-                continue;
+    }
+
+    /// Takes one read; `None` when it makes no batch yet (one case goes on).
+    fn accept(&mut self, read: Vec<crate::source::Action>) -> Option<Batch> {
+        let done = (read.len() as i64) < self.chunk;
+        self.finished = done;
+        match self.walk {
+            Walk::ById => {
+                let last = read.last()?.id;
+                self.after = last;
+                Some(Batch {
+                    recs: crate::source::parse::records(read),
+                    cursor: Some(last),
+                })
+            }
+            Walk::ByCase { head } => {
+                if let Some(a) = read.last() {
+                    self.pos = (a.case_number.clone(), a.id);
+                }
+                let mut acts = std::mem::take(&mut self.carry);
+                acts.extend(read);
+                if !done {
+                    let last = acts
+                        .last()
+                        .map(|a| a.case_number.clone())
+                        .unwrap_or_default();
+                    let split = acts.iter().position(|a| a.case_number == last).unwrap_or(0);
+                    self.carry = acts.split_off(split);
+                    if acts.is_empty() {
+                        return None;
+                    }
+                }
+                Some(Batch {
+                    recs: crate::source::parse::records(acts),
+                    cursor: done.then_some(head),
+                })
             }
         }
-        let recs = crate::source::parse::records(acts);
-        let cursor = done.then_some(head);
-        if let Err(e) = apply_and_commit(store, b, key, &recs, None, cursor).await? {
-            return Err(ProjectionError::Action {
-                id: recs.first().map(|r| r.action.id).unwrap_or(-1),
-                why: format!(
-                    "bulk rebuild of {} actions from case {:?}: {e}",
-                    recs.len(),
-                    recs.first().map(|r| &r.action.case_number)
-                ),
+    }
+
+    async fn read(&self, store: &Store) -> Result<Vec<crate::source::Action>, ProjectionError> {
+        Ok(match self.walk {
+            Walk::ById => store.actions_after(self.after, self.chunk).await?,
+            Walk::ByCase { head } => {
+                store
+                    .actions_by_case((&self.pos.0, self.pos.1), head, self.chunk)
+                    .await?
+            }
+        })
+    }
+
+    fn read_direct(
+        &self,
+        c: &rusqlite::Connection,
+    ) -> rusqlite::Result<Vec<crate::source::Action>> {
+        use crate::store::{ACTIONS_AFTER, ACTIONS_BY_CASE, direct};
+        match self.walk {
+            Walk::ById => direct::actions(c, ACTIONS_AFTER, (self.after, self.chunk)),
+            Walk::ByCase { head } => direct::actions(
+                c,
+                ACTIONS_BY_CASE,
+                (&self.pos.0, self.pos.1, head, self.chunk),
+            ),
+        }
+    }
+}
+
+/// Reads and parses a rebuild's batches on a thread of its own, one batch ahead of the
+/// builder, on a direct connection. The thread ends at the end of the walk, on an error
+/// (sent), or when the receiver is dropped.
+fn spawn_reader(
+    path: std::path::PathBuf,
+    mut w: Walker,
+) -> tokio::sync::mpsc::Receiver<Result<Batch, ProjectionError>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    std::thread::spawn(move || {
+        let conn = match crate::store::direct::Conn::open(&path) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(crate::store::direct::to_sqlx(e).into()));
+                return;
+            }
+        };
+        while !w.finished {
+            let read = match w.read_direct(conn.conn()) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(crate::store::direct::to_sqlx(e).into()));
+                    return;
+                }
+            };
+            if let Some(b) = w.accept(read) {
+                if tx.blocking_send(Ok(b)).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Applies a rebuild's walk to the builder under `key`, committing batch by batch. On a
+/// SQLite file the replica is read and parsed on another thread while this one writes.
+async fn fill(
+    store: &Store,
+    b: &dyn Builder,
+    key: &str,
+    walk: Walk,
+    chunk: i64,
+) -> Result<(), ProjectionError> {
+    let mut expect = read_one(store, key).await?.cursor;
+    let mut w = Walker::new(walk, expect, chunk);
+    let mut rx = crate::store::direct::sqlite_file(store)
+        .map(|p| spawn_reader(p, Walker::new(walk, expect, chunk)));
+    loop {
+        let batch = match &mut rx {
+            Some(rx) => match rx.recv().await {
+                Some(b) => b?,
+                None => return Ok(()),
+            },
+            None => {
+                if w.finished {
+                    return Ok(());
+                }
+                let read = w.read(store).await?;
+                match w.accept(read) {
+                    Some(b) => b,
+                    None => continue,
+                }
+            }
+        };
+        let id_order = matches!(walk, Walk::ById);
+        let r = apply_and_commit(
+            store,
+            b,
+            key,
+            &batch.recs,
+            id_order.then_some(expect),
+            batch.cursor,
+            true,
+        )
+        .await?;
+        if let Err(e) = r {
+            return Err(if id_order {
+                pinpoint(store, b, key, &batch.recs, e).await
+            } else {
+                ProjectionError::Action {
+                    id: batch.recs.first().map(|r| r.action.id).unwrap_or(-1),
+                    why: format!(
+                        "bulk rebuild of {} actions from case {:?}: {e}",
+                        batch.recs.len(),
+                        batch.recs.first().map(|r| &r.action.case_number)
+                    ),
+                }
             });
         }
-        if done {
-            return Ok(());
+        if let Some(c) = batch.cursor {
+            expect = c;
         }
     }
 }
@@ -531,7 +699,7 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
     let next_key = format!("{name}#next");
     let mut indexed = false;
     loop {
-        drain(store, name, &next_key, chunk).await?;
+        fill(store, b.as_ref(), &next_key, Walk::ById, chunk).await?;
         if !indexed {
             // Caught up once: build the secondary indexes in their own transaction, then
             // catch up again and swap.

@@ -69,6 +69,14 @@ macro_rules! fetch_actions {
 
 const ACTION_COLUMNS: &str = "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
 
+/// Actions after `$1` in ID order, at most `$2`.
+pub(crate) const ACTIONS_AFTER: &str = "SELECT id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note \
+     FROM actions WHERE id > $1 ORDER BY id LIMIT $2";
+/// Actions up to `$3` after the position (`$1`, `$2`) in (case number, ID) order, at
+/// most `$4`.
+pub(crate) const ACTIONS_BY_CASE: &str = "SELECT id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note \
+     FROM actions WHERE (case_number, id) > ($1, $2) AND id <= $3 ORDER BY case_number, id LIMIT $4";
+
 /// Rows a multi-row INSERT carries (10-12 parameters each).
 const INSERT_CHUNK: usize = 500;
 
@@ -385,9 +393,7 @@ impl Store {
 
     /// Stored actions with an ID above `after`, in ID order, at most `limit`.
     pub async fn actions_after(&self, after: i64, limit: i64) -> Result<Vec<Action>, StoreError> {
-        let sql =
-            format!("SELECT {ACTION_COLUMNS} FROM actions WHERE id > $1 ORDER BY id LIMIT $2");
-        Ok(fetch_actions!(self, &sql, [after, limit]))
+        Ok(fetch_actions!(self, ACTIONS_AFTER, [after, limit]))
     }
 
     /// Stored actions up to `upto` in (case number, ID) order, after the position
@@ -399,10 +405,11 @@ impl Store {
         upto: i64,
         limit: i64,
     ) -> Result<Vec<Action>, StoreError> {
-        let sql = format!(
-            "SELECT {ACTION_COLUMNS} FROM actions WHERE (case_number, id) > ($1, $2) AND id <= $3 ORDER BY case_number, id LIMIT $4"
-        );
-        Ok(fetch_actions!(self, &sql, [after.0, after.1, upto, limit]))
+        Ok(fetch_actions!(
+            self,
+            ACTIONS_BY_CASE,
+            [after.0, after.1, upto, limit]
+        ))
     }
 
     /// The stored actions of one case up to `upto`, in ID order.

@@ -171,6 +171,31 @@ impl Drop for Conn {
     }
 }
 
+/// Runs one of the store's action SELECTs ([`super::ACTIONS_AFTER`],
+/// [`super::ACTIONS_BY_CASE`]) on `c`.
+pub fn actions(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> rusqlite::Result<Vec<crate::source::Action>> {
+    let mut st = c.prepare_cached(sql)?;
+    let rows = st.query_map(params, |r| {
+        Ok(crate::source::Action {
+            id: r.get(0)?,
+            created: r.get(1)?,
+            published: r.get(2)?,
+            document_url: r.get(3)?,
+            case_number: r.get(4)?,
+            type_code: r.get(5)?,
+            type_name: r.get(6)?,
+            section: r.get(7)?,
+            number_in_section: r.get(8)?,
+            note: r.get(9)?,
+        })
+    })?;
+    rows.collect()
+}
+
 /// A rusqlite error in the form the store's callers handle (as a driver I/O failure).
 pub fn to_sqlx(e: rusqlite::Error) -> sqlx::Error {
     sqlx::Error::Io(std::io::Error::other(format!("sqlite: {e}")))
