@@ -13,10 +13,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::projection::columns::{self, cell};
+use crate::projection::columns;
 use crate::projection::sql::{Tx, Val};
 use crate::store::Store;
 
@@ -238,8 +237,13 @@ async fn watermark(tx: &mut Tx) -> Result<ManifestWatermark, sqlx::Error> {
     })
 }
 
-fn mask(v: Value, pii: bool) -> Value {
-    if pii { v } else { columns::mask_pii(v) }
+/// Where the masked columns are in a row of `cols`.
+fn pii_columns(cols: &[&str]) -> Vec<usize> {
+    cols.iter()
+        .enumerate()
+        .filter(|(_, c)| columns::PII_FIELDS.contains(c))
+        .map(|(i, _)| i)
+        .collect()
 }
 
 /// Writes one table; gives its rows.
@@ -328,6 +332,15 @@ async fn write_table(
                 Table::Cases => vec![String::new()],
                 _ => vec![String::new(); 3],
             };
+            // Where the keyset columns are in a row.
+            let key_names: &[&str] = match table {
+                Table::Cases => &["case_number"],
+                _ => &["case_number", "court", "person_id"],
+            };
+            let key_at: Vec<usize> = key_names
+                .iter()
+                .map(|k| cols.iter().position(|c| c == k).expect("a key column"))
+                .collect();
             loop {
                 let (sql, binds): (String, Vec<Val>) = match table {
                     Table::Cases => (
@@ -349,26 +362,28 @@ async fn write_table(
                 };
                 let docs = tx.texts(&sql, &binds).await?;
                 let n = docs.len();
+                let pii_at: Vec<usize> = if table == Table::Parties && !opts.include_pii {
+                    pii_columns(cols)
+                } else {
+                    Vec::new()
+                };
                 for (i, d) in docs.iter().enumerate() {
-                    let v: Value = serde_json::from_str(d).map_err(|e| {
+                    // Only the exported fields are read out of the document.
+                    let mut row = columns::cells(d, cols).map_err(|e| {
                         ExportError::Invalid(format!("a projection document does not parse: {e}"))
                     })?;
-                    let v = if table == Table::Parties {
-                        mask(v, opts.include_pii)
-                    } else {
-                        v
-                    };
-                    csv.write_record(cols.iter().map(|c| cell(&v, c)))
+                    for &p in &pii_at {
+                        if matches!(row[p], columns::Cell::Str(_)) {
+                            row[p] = columns::Cell::Str(columns::MASK.into());
+                        }
+                    }
+                    csv.write_record(row.iter().map(columns::Cell::as_str))
                         .map_err(csv_err)?;
                     if i + 1 == n {
-                        key = match table {
-                            Table::Cases => vec![cell(&v, "case_number")],
-                            _ => vec![
-                                cell(&v, "case_number"),
-                                cell(&v, "court"),
-                                cell(&v, "person_id"),
-                            ],
-                        };
+                        key = key_at
+                            .iter()
+                            .map(|&k| row[k].as_str().to_string())
+                            .collect();
                     }
                 }
                 rows += n as u64;

@@ -106,12 +106,271 @@ pub fn event_json_sql(pg: bool) -> String {
     format!("{f}({}){cast}", parts.join(", "))
 }
 
+/// The fields only readers with the `pii` scope see.
+pub const PII_FIELDS: &[&str] = &["birth_number", "birth_date"];
+/// What the others see in their place.
+pub const MASK: &str = "***";
+
 /// Birth numbers and birth dates are masked (`***`) for readers without the `pii` scope.
 pub fn mask_pii(mut p: Value) -> Value {
-    for k in ["birth_number", "birth_date"] {
+    for k in PII_FIELDS {
         if p[k].is_string() {
-            p[k] = Value::String("***".into());
+            p[k] = Value::String(MASK.into());
         }
     }
     p
+}
+
+/// A cell read by [`cells`]: JSON strings are kept apart, so that the PII mask can tell
+/// them from `null` (which stays empty).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Cell {
+    #[default]
+    Null,
+    Str(String),
+    /// A number, boolean, array or object, as [`cell`] renders it.
+    Other(String),
+}
+
+impl Cell {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Cell::Null => "",
+            Cell::Str(s) | Cell::Other(s) => s,
+        }
+    }
+}
+
+/// The cells of `cols` (paths with at most one `.`) of one JSON document, equal to
+/// [`cell`] of the parsed document, read in one pass: only the wanted values are
+/// allocated, everything else is skipped.
+pub fn cells(doc: &str, cols: &[&str]) -> serde_json::Result<Vec<Cell>> {
+    use serde::de::DeserializeSeed;
+    let mut out = vec![Cell::Null; cols.len()];
+    let mut de = serde_json::Deserializer::from_str(doc);
+    Fields {
+        cols,
+        prefix: "",
+        out: &mut out,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok(out)
+}
+
+mod flat {
+    use std::fmt;
+
+    use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    use super::Cell;
+
+    /// The object at `prefix` (`""` or `"name."`): fills the cells of the columns under it.
+    pub(super) struct Fields<'a, 'c> {
+        pub cols: &'a [&'c str],
+        pub prefix: &'a str,
+        pub out: &'a mut [Cell],
+    }
+
+    enum Target<'k> {
+        Col(usize),
+        Nested(&'k str),
+        Skip,
+    }
+
+    struct Key<'a, 'c> {
+        cols: &'a [&'c str],
+        prefix: &'a str,
+    }
+
+    impl<'de, 'c> DeserializeSeed<'de> for Key<'_, 'c> {
+        type Value = Target<'c>;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Target<'c>, D::Error> {
+            d.deserialize_str(self)
+        }
+    }
+
+    impl<'de, 'c> Visitor<'de> for Key<'_, 'c> {
+        type Value = Target<'c>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a key")
+        }
+        fn visit_str<E: de::Error>(self, k: &str) -> Result<Target<'c>, E> {
+            for (i, c) in self.cols.iter().enumerate() {
+                let Some(rest) = c.strip_prefix(self.prefix) else {
+                    continue;
+                };
+                if rest == k && !rest.contains('.') {
+                    return Ok(Target::Col(i));
+                }
+                if self.prefix.is_empty()
+                    && rest.len() > k.len()
+                    && rest.starts_with(k)
+                    && rest.as_bytes()[k.len()] == b'.'
+                {
+                    return Ok(Target::Nested(&c[..k.len() + 1]));
+                }
+            }
+            Ok(Target::Skip)
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Fields<'_, '_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Fields<'_, '_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON document")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(t) = map.next_key_seed(Key {
+                cols: self.cols,
+                prefix: self.prefix,
+            })? {
+                match t {
+                    Target::Col(i) => self.out[i] = map.next_value::<Cell>()?,
+                    Target::Nested(prefix) => map.next_value_seed(Fields {
+                        cols: self.cols,
+                        prefix,
+                        out: &mut *self.out,
+                    })?,
+                    Target::Skip => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        // Anything but an object has no fields: its columns stay empty.
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(())
+        }
+        fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+            Ok(())
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Cell {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cell, D::Error> {
+            d.deserialize_any(CellVisitor)
+        }
+    }
+
+    struct CellVisitor;
+
+    impl<'de> Visitor<'de> for CellVisitor {
+        type Value = Cell;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> Result<Cell, E> {
+            Ok(Cell::Str(s.to_string()))
+        }
+        fn visit_string<E: de::Error>(self, s: String) -> Result<Cell, E> {
+            Ok(Cell::Str(s))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Cell, E> {
+            Ok(Cell::Other(v.to_string()))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Cell, E> {
+            Ok(Cell::Other(v.to_string()))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Cell, E> {
+            Ok(Cell::Other(Value::from(v).to_string()))
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Cell, E> {
+            Ok(Cell::Other(v.to_string()))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Cell, E> {
+            Ok(Cell::Null)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Cell, E> {
+            Ok(Cell::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Cell, A::Error> {
+            let v = Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+            Ok(Cell::Other(v.to_string()))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Cell, A::Error> {
+            let v = Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+            Ok(Cell::Other(v.to_string()))
+        }
+    }
+}
+use flat::Fields;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`cells`] gives what [`cell`] gives on the parsed document, whatever the value.
+    #[test]
+    fn cells_equal_cell_of_the_parsed_document() {
+        let cols = [
+            "a",
+            "n",
+            "f",
+            "b",
+            "z",
+            "arr",
+            "obj",
+            "o.x",
+            "o.y",
+            "p.x",
+            "q.x",
+            "missing",
+            "esc",
+        ];
+        let docs = [
+            r#"{"a":"Nov\u00e1k \"x\"","n":-12,"f":1.5,"b":true,"z":null,"arr":[1,{"k":"v","a":2}],
+               "obj":{"z":1,"a":[true]},"o":{"x":"in","y":7,"w":{"deep":1}},"p":null,"q":"str",
+               "skip":{"x":[1,2,{"y":3}]},"esc":"tab\there","o.x":"dotted key"}"#,
+            r#"{}"#,
+            r#"{"o":[1,2],"a":false}"#,
+            r#"{"n":18446744073709551615,"f":1e300,"a":""}"#,
+        ];
+        for d in docs {
+            let v: Value = serde_json::from_str(d).unwrap();
+            let got = cells(d, &cols).unwrap();
+            for (c, g) in cols.iter().zip(&got) {
+                assert_eq!(g.as_str(), cell(&v, c), "column {c} of {d}");
+                assert_eq!(
+                    matches!(g, Cell::Str(_)),
+                    {
+                        let mut x = &v;
+                        for p in c.split('.') {
+                            x = &x[p];
+                        }
+                        x.is_string()
+                    },
+                    "string-ness of {c}"
+                );
+            }
+        }
+        assert!(cells("{\"a\":1", &cols).is_err());
+        assert!(cells("{\"a\":1} x", &cols).is_err());
+    }
 }
