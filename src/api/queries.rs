@@ -68,6 +68,17 @@ pub async fn subjects(
     after: &[String],
     limit: i64,
 ) -> Result<Vec<Value>, Problem> {
+    parse(&subjects_text(tx, col, key, after, limit).await?)
+}
+
+/// [`subjects`] as the stored JSON texts.
+pub async fn subjects_text(
+    tx: &mut Tx,
+    col: &str,
+    key: &str,
+    after: &[String],
+    limit: i64,
+) -> Result<Vec<String>, Problem> {
     debug_assert!(["ico", "rc", "name_key"].contains(&col));
     let sql = format!(
         "SELECT doc FROM parties WHERE {col} = $1 AND (case_number, court, person_id) > ($2, $3, $4) \
@@ -80,8 +91,7 @@ pub async fn subjects(
         after[2].as_str().into(),
         Val::from(limit),
     ];
-    let rows = tx.texts(&sql, &binds).await?;
-    parse(&rows)
+    Ok(tx.texts(&sql, &binds).await?)
 }
 
 /// The persons of one case (debtors, creditors, administrators), by role and name.

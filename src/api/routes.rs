@@ -600,24 +600,53 @@ pub(crate) async fn subjects(
         None => vec![String::new(), String::new(), String::new()],
     };
     let (mut tx, wm) = open_single(&state).await?;
-    let rows = queries::subjects(&mut tx, col, &key, &after, limit + 1).await?;
+    let mut rows = queries::subjects_text(&mut tx, col, &key, &after, limit + 1).await?;
     tx.commit().await?;
-    let (persons, more) = page(rows, limit);
-    let next = more.then(|| {
-        let l = persons.last().cloned().unwrap_or_default();
-        let parts = ["case_number", "court", "person_id"]
-            .map(|k| l[k].as_str().unwrap_or_default().to_string());
-        let qk = given[0];
-        let f = q
-            .get("format")
-            .map(|f| format!("&format={f}"))
-            .unwrap_or_default();
-        format!(
-            "/v1/subjects?{qk}={}&limit={limit}&cursor={}{f}",
-            url_escape(&q[qk]),
-            encode_cursor(&parts)
-        )
-    });
+    let more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next = match rows.last().filter(|_| more) {
+        None => None,
+        Some(l) => {
+            let parts: Vec<String> = columns::cells(l, &["case_number", "court", "person_id"])
+                .map_err(Problem::internal)?
+                .iter()
+                .map(|c| c.as_str().to_string())
+                .collect();
+            let qk = given[0];
+            let f = q
+                .get("format")
+                .map(|f| format!("&format={f}"))
+                .unwrap_or_default();
+            Some(format!(
+                "/v1/subjects?{qk}={}&limit={limit}&cursor={}{f}",
+                url_escape(&q[qk]),
+                encode_cursor(&parts)
+            ))
+        }
+    };
+    if format == Format::Json {
+        // The stored documents go out as they are, but those that hold PII to mask.
+        let mut body = String::with_capacity(rows.iter().map(|r| r.len() + 1).sum::<usize>() + 256);
+        body.push_str("{\"next\":");
+        body.push_str(&serde_json::to_string(&next).map_err(Problem::internal)?);
+        body.push_str(",\"subjects\":[");
+        for (i, r) in rows.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            if !pii && columns::PII_FIELDS.iter().any(|k| r.contains(k)) {
+                let v: Value = serde_json::from_str(r).map_err(Problem::internal)?;
+                body.push_str(&queries::mask(v).to_string());
+            } else {
+                body.push_str(r);
+            }
+        }
+        body.push_str("],\"watermark\":");
+        body.push_str(&serde_json::to_string(&wm).map_err(Problem::internal)?);
+        body.push('}');
+        return Ok(respond_text(&wm, &headers, body));
+    }
+    let persons = docs(&rows)?;
     let persons: Vec<Value> = if pii {
         persons
     } else {

@@ -330,19 +330,7 @@ mod tests {
     #[test]
     fn cells_equal_cell_of_the_parsed_document() {
         let cols = [
-            "a",
-            "n",
-            "f",
-            "b",
-            "z",
-            "arr",
-            "obj",
-            "o.x",
-            "o.y",
-            "p.x",
-            "q.x",
-            "missing",
-            "esc",
+            "a", "n", "f", "b", "z", "arr", "obj", "o.x", "o.y", "p.x", "q.x", "missing", "esc",
         ];
         let docs = [
             r#"{"a":"Nov\u00e1k \"x\"","n":-12,"f":1.5,"b":true,"z":null,"arr":[1,{"k":"v","a":2}],
