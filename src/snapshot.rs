@@ -473,83 +473,48 @@ async fn load(
         "stored_at",
         "epoch",
     ];
-    let mut last = m.after;
-    let (mut loaded, mut skipped) = (0i64, 0i64);
-    let mut batch: Vec<Vec<Val>> = Vec::with_capacity(2000);
-    for c in &m.chunks {
-        let f = std::fs::File::open(dir.join(&c.file))?;
-        let mut hr = HashRead {
-            inner: std::io::BufReader::with_capacity(1 << 20, f),
-            sha: Sha256::new(),
-        };
-        let (mut n, mut first, mut prev) = (0i64, None, last);
-        {
-            let gz = flate2::read::GzDecoder::new(&mut hr);
-            let lines = std::io::BufReader::with_capacity(1 << 20, gz);
-            for line in lines.lines() {
-                let line = line.map_err(|e| {
-                    refuse(format!("chunk {} is damaged or truncated: {e}", c.file))
-                })?;
-                let a: Action = serde_json::from_str(&line)
-                    .map_err(|e| refuse(format!("chunk {} holds a bad line: {e}", c.file)))?;
-                if a.id <= prev {
-                    return Err(refuse(format!(
-                        "action IDs out of order in chunk {}: {} after {prev}",
-                        c.file, a.id
-                    )));
-                }
-                prev = a.id;
-                first.get_or_insert(a.id);
-                n += 1;
-                if a.id <= skip_upto {
-                    skipped += 1;
-                    continue;
-                }
-                batch.push(vec![
-                    a.id.into(),
-                    a.created.into(),
-                    a.published.into(),
-                    a.document_url.into(),
-                    a.case_number.into(),
-                    a.type_code.into(),
-                    a.type_name.into(),
-                    a.section.into(),
-                    a.number_in_section.into(),
-                    a.note.into(),
-                    now.into(),
-                    epoch.into(),
-                ]);
-                if batch.len() >= 2000 {
-                    tx.insert_with("actions", &cols, &batch, "").await?;
-                    loaded += batch.len() as i64;
-                    if let Some(b) = &bar {
-                        b.inc(batch.len() as u64);
-                    }
-                    batch.clear();
+    let mut loaded = 0i64;
+    // The chunks are read, decompressed, parsed and verified on a thread of their own,
+    // a few batches ahead of the inserts; any refusal ends the load before the commit.
+    let mut rx = spawn_decoder(m.clone(), dir.to_path_buf(), skip_upto);
+    let mut end = None;
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            Decoded::Actions(batch) => {
+                let rows: Vec<Vec<Val>> = batch
+                    .into_iter()
+                    .map(|a| {
+                        vec![
+                            a.id.into(),
+                            a.created.into(),
+                            a.published.into(),
+                            a.document_url.into(),
+                            a.case_number.into(),
+                            a.type_code.into(),
+                            a.type_name.into(),
+                            a.section.into(),
+                            a.number_in_section.into(),
+                            a.note.into(),
+                            now.into(),
+                            epoch.into(),
+                        ]
+                    })
+                    .collect();
+                tx.insert_with("actions", &cols, &rows, "").await?;
+                loaded += rows.len() as i64;
+                if let Some(b) = &bar {
+                    b.inc(rows.len() as u64);
                 }
             }
+            Decoded::Refused(e) => return Err(e),
+            Decoded::End { last, skipped } => end = Some((last, skipped)),
         }
-        // Whatever follows the gzip stream is hashed too.
-        std::io::copy(&mut hr, &mut std::io::sink())?;
-        let sha = hex::encode(hr.sha.finalize());
-        if sha != c.sha256 {
-            return Err(refuse(format!(
-                "chunk {} does not match its checksum (tampered or truncated)",
-                c.file
-            )));
-        }
-        if n != c.actions || first != Some(c.first_id) || prev != c.last_id {
-            return Err(refuse(format!(
-                "chunk {} holds {n} actions {first:?}..{prev}, the manifest says {} actions {}..{}",
-                c.file, c.actions, c.first_id, c.last_id
-            )));
-        }
-        last = prev;
     }
-    if !batch.is_empty() {
-        tx.insert_with("actions", &cols, &batch, "").await?;
-        loaded += batch.len() as i64;
-    }
+    let Some((last, skipped)) = end else {
+        return Err(SnapshotError::Other(
+            "the snapshot reader stopped early".into(),
+        ));
+    };
     if m.checkpoint.is_some_and(|cp| cp < last) {
         return Err(refuse(format!(
             "an action {last} lies beyond the checkpoint {:?}",
@@ -579,6 +544,110 @@ async fn load(
         epoch,
     })
 }
+
+/// What the decoding thread of a restore sends.
+enum Decoded {
+    /// Verified-so-far actions to insert, in ID order.
+    Actions(Vec<Action>),
+    /// The snapshot is refused (or could not be read); nothing may be committed.
+    Refused(SnapshotError),
+    /// Every chunk read and verified: the last ID, and how many were skipped.
+    End { last: i64, skipped: i64 },
+}
+
+/// Reads the chunks of `m` in `dir` on a thread of its own: decompresses, parses,
+/// checks the ID order, counts and checksums, and sends batches of the actions above
+/// `skip_upto`. It stops at the first refusal, at the end, or when the receiver is gone.
+fn spawn_decoder(
+    m: SnapshotManifest,
+    dir: PathBuf,
+    skip_upto: i64,
+) -> tokio::sync::mpsc::Receiver<Decoded> {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    std::thread::spawn(move || {
+        let msg = match decode(&m, &dir, skip_upto, &tx) {
+            Ok(Some((last, skipped))) => Decoded::End { last, skipped },
+            Ok(None) => return, // the receiver went away
+            Err(e) => Decoded::Refused(e),
+        };
+        let _ = tx.blocking_send(msg);
+    });
+    rx
+}
+
+fn decode(
+    m: &SnapshotManifest,
+    dir: &Path,
+    skip_upto: i64,
+    out: &tokio::sync::mpsc::Sender<Decoded>,
+) -> Result<Option<(i64, i64)>, SnapshotError> {
+    let refuse = |s: String| SnapshotError::Refused(s);
+    let mut last = m.after;
+    let mut skipped = 0i64;
+    let mut batch: Vec<Action> = Vec::with_capacity(BATCH);
+    for c in &m.chunks {
+        let f = std::fs::File::open(dir.join(&c.file))?;
+        let mut hr = HashRead {
+            inner: std::io::BufReader::with_capacity(1 << 20, f),
+            sha: Sha256::new(),
+        };
+        let (mut n, mut first, mut prev) = (0i64, None, last);
+        {
+            let gz = flate2::read::GzDecoder::new(&mut hr);
+            let lines = std::io::BufReader::with_capacity(1 << 20, gz);
+            for line in lines.lines() {
+                let line = line.map_err(|e| {
+                    refuse(format!("chunk {} is damaged or truncated: {e}", c.file))
+                })?;
+                let a: Action = serde_json::from_str(&line)
+                    .map_err(|e| refuse(format!("chunk {} holds a bad line: {e}", c.file)))?;
+                if a.id <= prev {
+                    return Err(refuse(format!(
+                        "action IDs out of order in chunk {}: {} after {prev}",
+                        c.file, a.id
+                    )));
+                }
+                prev = a.id;
+                first.get_or_insert(a.id);
+                n += 1;
+                if a.id <= skip_upto {
+                    skipped += 1;
+                    continue;
+                }
+                batch.push(a);
+                if batch.len() >= BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                    if out.blocking_send(Decoded::Actions(full)).is_err() {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        // Whatever follows the gzip stream is hashed too.
+        std::io::copy(&mut hr, &mut std::io::sink())?;
+        let sha = hex::encode(hr.sha.finalize());
+        if sha != c.sha256 {
+            return Err(refuse(format!(
+                "chunk {} does not match its checksum (tampered or truncated)",
+                c.file
+            )));
+        }
+        if n != c.actions || first != Some(c.first_id) || prev != c.last_id {
+            return Err(refuse(format!(
+                "chunk {} holds {n} actions {first:?}..{prev}, the manifest says {} actions {}..{}",
+                c.file, c.actions, c.first_id, c.last_id
+            )));
+        }
+        last = prev;
+    }
+    if !batch.is_empty() && out.blocking_send(Decoded::Actions(batch)).is_err() {
+        return Ok(None);
+    }
+    Ok(Some((last, skipped)))
+}
+
+/// Actions a restore inserts at a time.
+const BATCH: usize = 2000;
 
 /// The default snapshot directory name: `snapshot-<UTC time>`.
 pub fn default_dir() -> PathBuf {
