@@ -58,9 +58,33 @@ pub enum Tx {
     /// No transaction: each statement on its own (one-statement reads).
     SqliteSingle(sqlx::pool::PoolConnection<Sqlite>),
     PostgresSingle(sqlx::pool::PoolConnection<Postgres>),
-    /// A read-only rusqlite connection (see [`crate::store::direct`]), in a read
-    /// transaction or not: its statements run on the calling thread.
+    /// A rusqlite connection (see [`crate::store::direct`]): read-only, in a read
+    /// transaction or not, or a bulk write transaction. Its statements run on the
+    /// calling thread.
     Direct(direct::Conn),
+}
+
+/// Prepares `sql` on a direct connection and binds `binds` as sqlx would: `$N` by name
+/// (SQLite numbers named parameters in order of appearance, not by their digits), `?`
+/// by position.
+fn direct_prepare<'c>(
+    d: &'c direct::Conn,
+    sql: &str,
+    binds: &[Val],
+) -> Result<rusqlite::CachedStatement<'c>, sqlx::Error> {
+    let mut st = d.conn().prepare_cached(sql).map_err(direct::to_sqlx)?;
+    let named = sql.contains('$');
+    for (i, b) in binds.iter().enumerate() {
+        let idx = if named {
+            st.parameter_index(&format!("${}", i + 1))
+                .map_err(direct::to_sqlx)?
+                .unwrap_or(i + 1)
+        } else {
+            i + 1
+        };
+        st.raw_bind_parameter(idx, b).map_err(direct::to_sqlx)?;
+    }
+    Ok(st)
 }
 
 impl rusqlite::ToSql for Val {
@@ -195,11 +219,8 @@ impl Tx {
 
     pub async fn exec(&mut self, sql: &str, binds: &[Val]) -> Result<u64, sqlx::Error> {
         if let Tx::Direct(d) = self {
-            let mut st = d.conn().prepare_cached(sql).map_err(direct::to_sqlx)?;
-            return st
-                .execute(rusqlite::params_from_iter(binds))
-                .map(|n| n as u64)
-                .map_err(direct::to_sqlx);
+            let mut st = direct_prepare(d, sql, binds)?;
+            return st.raw_execute().map(|n| n as u64).map_err(direct::to_sqlx);
         }
         Ok(on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
             .execute(c)
@@ -210,11 +231,13 @@ impl Tx {
     /// The first column of every row, as text.
     pub async fn texts(&mut self, sql: &str, binds: &[Val]) -> Result<Vec<String>, sqlx::Error> {
         if let Tx::Direct(d) = self {
-            let mut st = d.conn().prepare_cached(sql).map_err(direct::to_sqlx)?;
-            let rows = st
-                .query_map(rusqlite::params_from_iter(binds), |r| r.get::<_, String>(0))
-                .map_err(direct::to_sqlx)?;
-            return rows.collect::<Result<_, _>>().map_err(direct::to_sqlx);
+            let mut st = direct_prepare(d, sql, binds)?;
+            let mut rows = st.raw_query();
+            let mut out = Vec::new();
+            while let Some(r) = rows.next().map_err(direct::to_sqlx)? {
+                out.push(r.get::<_, String>(0).map_err(direct::to_sqlx)?);
+            }
+            return Ok(out);
         }
         on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
             .fetch_all(c)
@@ -227,12 +250,12 @@ impl Tx {
     /// The first column of the first row, as a number.
     pub async fn int(&mut self, sql: &str, binds: &[Val]) -> Result<Option<i64>, sqlx::Error> {
         if let Tx::Direct(d) = self {
-            use rusqlite::OptionalExtension;
-            let mut st = d.conn().prepare_cached(sql).map_err(direct::to_sqlx)?;
-            return st
-                .query_row(rusqlite::params_from_iter(binds), |r| r.get::<_, i64>(0))
-                .optional()
-                .map_err(direct::to_sqlx);
+            let mut st = direct_prepare(d, sql, binds)?;
+            let mut rows = st.raw_query();
+            return match rows.next().map_err(direct::to_sqlx)? {
+                Some(r) => r.get::<_, i64>(0).map(Some).map_err(direct::to_sqlx),
+                None => Ok(None),
+            };
         }
         on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
             .fetch_optional(c)
@@ -283,8 +306,10 @@ impl Tx {
             );
             let mut st = d.conn().prepare_cached(&sql).map_err(direct::to_sqlx)?;
             for r in rows {
-                st.execute(rusqlite::params_from_iter(r))
-                    .map_err(direct::to_sqlx)?;
+                for (i, v) in r.iter().enumerate() {
+                    st.raw_bind_parameter(i + 1, v).map_err(direct::to_sqlx)?;
+                }
+                st.raw_execute().map_err(direct::to_sqlx)?;
             }
             return Ok(());
         }
@@ -339,5 +364,60 @@ impl Tx {
         } else {
             vec!["?"; n].join(",")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `$N` binds the N-th value wherever it stands in the text, as with sqlx.
+    #[tokio::test]
+    async fn direct_binds_dollar_parameters_by_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (a TEXT, b INTEGER)")
+            .unwrap();
+        let mut c = direct::Conn::open_write(&path).unwrap();
+        c.begin_immediate().unwrap();
+        let mut tx = Tx::Direct(c);
+        tx.exec(
+            "INSERT INTO t (b, a) VALUES ($2, $1)",
+            &["x".into(), 7i64.into()],
+        )
+        .await
+        .unwrap();
+        tx.insert_with("t", &["a", "b"], &[vec!["y".into(), 8i64.into()]], "")
+            .await
+            .unwrap();
+        assert_eq!(
+            tx.texts(
+                "SELECT a || '/' || b FROM t WHERE b = $2 AND a = $1",
+                &["x".into(), 7i64.into()]
+            )
+            .await
+            .unwrap(),
+            vec!["x/7".to_string()]
+        );
+        assert_eq!(
+            tx.int("SELECT b FROM t WHERE a = ?", &["y".into()])
+                .await
+                .unwrap(),
+            Some(8)
+        );
+        assert_eq!(
+            tx.int("SELECT b FROM t WHERE a = ?", &["z".into()])
+                .await
+                .unwrap(),
+            None
+        );
+        tx.commit().await.unwrap();
+        let n: i64 = rusqlite::Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 2);
     }
 }
