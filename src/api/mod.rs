@@ -71,7 +71,7 @@ pub struct ApiState {
     pub admin: Arc<AdminOptions>,
     /// Direct read connections for one-statement answers on a SQLite file (see
     /// [`crate::store::direct`]); `None` on PostgreSQL.
-    pub(crate) direct: Option<Arc<crate::store::direct::ReadPool>>,
+    pub(crate) direct: Option<Arc<crate::store::direct::Pool>>,
 }
 
 impl ApiState {
@@ -84,7 +84,7 @@ impl ApiState {
             meta: Arc::new(std::sync::Mutex::new(None)),
             status: None,
             admin: Arc::new(AdminOptions::default()),
-            direct: crate::store::direct::ReadPool::for_store(&store, 16),
+            direct: crate::store::direct::Pool::for_store(&store, 16),
             store,
         }
     }

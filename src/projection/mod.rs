@@ -332,7 +332,7 @@ pub async fn step(
         &recs,
         Some(start.cursor),
         Some(last),
-        false,
+        None,
     )
     .await?
     {
@@ -356,14 +356,14 @@ async fn apply_and_commit(
     recs: &[Record],
     expect: Option<i64>,
     cursor: Option<i64>,
-    bulk: bool,
+    bulk: Option<&std::sync::Arc<crate::store::direct::Pool>>,
 ) -> Result<Result<(), ProjectionError>, ProjectionError> {
     // A rebuild writes tables nobody reads yet, from a process of its own: on a SQLite
-    // file its statements run on this thread (no worker hand-off per statement).
-    let mut tx = if bulk {
-        Tx::begin_direct(store).await?
-    } else {
-        Tx::begin(store).await?
+    // file its statements run on this thread (no worker hand-off per statement), on one
+    // connection kept for the whole rebuild.
+    let mut tx = match bulk {
+        Some(pool) => Tx::begin_in(pool)?,
+        None => Tx::begin(store).await?,
     };
     let mut m = read_meta(&mut tx, key)
         .await?
@@ -418,7 +418,7 @@ async fn pinpoint(
     if recs.len() > 1 {
         for r in recs {
             let one = std::slice::from_ref(r);
-            match apply_and_commit(store, b, key, one, None, Some(r.action.id), false).await {
+            match apply_and_commit(store, b, key, one, None, Some(r.action.id), None).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) | Err(e) => {
                     culprit = (r.action.id, e);
@@ -646,6 +646,7 @@ async fn fill(
     let mut w = Walker::new(walk, expect, chunk);
     let mut rx = crate::store::direct::sqlite_file(store)
         .map(|p| spawn_reader(p, Walker::new(walk, expect, chunk)));
+    let writer = crate::store::direct::Pool::writer_for(store);
     loop {
         let batch = match &mut rx {
             Some(rx) => match rx.recv().await {
@@ -671,7 +672,7 @@ async fn fill(
             &batch.recs,
             id_order.then_some(expect),
             batch.cursor,
-            true,
+            writer.as_ref(),
         )
         .await?;
         if let Err(e) = r {

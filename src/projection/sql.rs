@@ -185,14 +185,17 @@ impl Tx {
     /// loads: snapshot restore), else [`Tx::begin`]. The caller checks the fencing epoch
     /// inside it, as with any write.
     pub async fn begin_direct(store: &Store) -> Result<Tx, sqlx::Error> {
-        match direct::sqlite_file(store) {
-            Some(path) => {
-                let mut c = direct::Conn::open_write(&path).map_err(direct::to_sqlx)?;
-                c.begin_immediate().map_err(direct::to_sqlx)?;
-                Ok(Tx::Direct(c))
-            }
+        match direct::Pool::writer_for(store) {
+            Some(pool) => Tx::begin_in(&pool),
             None => Tx::begin(store).await,
         }
+    }
+
+    /// A write transaction on the connection of `pool` (a [`direct::Pool::writer_for`]).
+    pub fn begin_in(pool: &std::sync::Arc<direct::Pool>) -> Result<Tx, sqlx::Error> {
+        let mut c = pool.get().map_err(direct::to_sqlx)?;
+        c.begin_immediate().map_err(direct::to_sqlx)?;
+        Ok(Tx::Direct(c))
     }
 
     pub async fn commit(self) -> Result<(), sqlx::Error> {

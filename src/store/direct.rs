@@ -57,20 +57,33 @@ pub fn open_write(path: &Path) -> rusqlite::Result<Connection> {
     Ok(c)
 }
 
-/// Idle read connections to one file, reused across requests.
+/// Idle connections to one file, reused: read-only ones across API requests, and the
+/// one write connection of a rebuild across its steps (so its page cache stays warm).
 #[derive(Debug)]
-pub struct ReadPool {
+pub struct Pool {
     path: PathBuf,
+    write: bool,
     idle: Mutex<Vec<Connection>>,
     keep: usize,
 }
 
-impl ReadPool {
-    /// A pool for `store` if it is a SQLite file; `keep` idle connections are kept.
-    pub fn for_store(store: &Store, keep: usize) -> Option<Arc<ReadPool>> {
+impl Pool {
+    /// A pool of read-only connections for `store` if it is a SQLite file; `keep` idle
+    /// connections are kept.
+    pub fn for_store(store: &Store, keep: usize) -> Option<Arc<Pool>> {
+        Self::new(store, false, keep)
+    }
+
+    /// One read-write connection for `store` if it is a SQLite file, kept between uses.
+    pub fn writer_for(store: &Store) -> Option<Arc<Pool>> {
+        Self::new(store, true, 1)
+    }
+
+    fn new(store: &Store, write: bool, keep: usize) -> Option<Arc<Pool>> {
         sqlite_file(store).map(|path| {
-            Arc::new(ReadPool {
+            Arc::new(Pool {
                 path,
+                write,
                 idle: Mutex::new(Vec::new()),
                 keep: keep.max(1),
             })
@@ -79,9 +92,10 @@ impl ReadPool {
 
     /// An idle connection, or a new one.
     pub fn get(self: &Arc<Self>) -> rusqlite::Result<Conn> {
-        let idle = self.idle.lock().expect("read pool").pop();
+        let idle = self.idle.lock().expect("direct pool").pop();
         let c = match idle {
             Some(c) => c,
+            None if self.write => open_write(&self.path)?,
             None => open_read(&self.path)?,
         };
         Ok(Conn {
@@ -92,7 +106,7 @@ impl ReadPool {
     }
 
     fn put(&self, c: Connection) {
-        let mut idle = self.idle.lock().expect("read pool");
+        let mut idle = self.idle.lock().expect("direct pool");
         if idle.len() < self.keep {
             idle.push(c);
         }
@@ -104,7 +118,7 @@ impl ReadPool {
 #[derive(Debug)]
 pub struct Conn {
     conn: Option<Connection>,
-    home: Option<Arc<ReadPool>>,
+    home: Option<Arc<Pool>>,
     in_tx: bool,
 }
 
