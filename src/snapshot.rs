@@ -218,8 +218,10 @@ async fn create_in(
     } else {
         None
     };
+    // Each row comes as `ID JSON`: the JSON line built by the database is written as
+    // it is (restore parses it into an action), the ID keeps the chunk's bounds.
     let sql = format!(
-        "SELECT {} FROM actions WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3",
+        "SELECT CAST(id AS TEXT) || ' ' || {} FROM actions WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3",
         action_json_sql(tx.is_postgres())
     );
     let mut chunks = Vec::new();
@@ -234,8 +236,10 @@ async fn create_in(
             break;
         }
         for r in &rows {
-            let a: Action = serde_json::from_str(r)
-                .map_err(|e| SnapshotError::Other(format!("an action does not read: {e}")))?;
+            let (id, json) = r
+                .split_once(' ')
+                .and_then(|(id, json)| Some((id.parse::<i64>().ok()?, json)))
+                .ok_or_else(|| SnapshotError::Other("an action row without its ID".into()))?;
             if cur.is_none() {
                 let (name, w) = open_chunk(dir, chunks.len())?;
                 cur = Some((
@@ -243,19 +247,19 @@ async fn create_in(
                     w,
                     Chunk {
                         file: name,
-                        first_id: a.id,
-                        last_id: a.id,
+                        first_id: id,
+                        last_id: id,
                         actions: 0,
                         sha256: String::new(),
                     },
                 ));
             }
             let (_, w, c) = cur.as_mut().expect("a chunk is open");
-            serde_json::to_writer(&mut *w, &a).map_err(std::io::Error::other)?;
+            w.write_all(json.as_bytes())?;
             w.write_all(b"\n")?;
-            c.last_id = a.id;
+            c.last_id = id;
             c.actions += 1;
-            pos = a.id;
+            pos = id;
             total += 1;
             if c.actions >= chunk_actions {
                 let (_, w, mut c) = cur.take().expect("a chunk is open");
