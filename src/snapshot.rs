@@ -9,6 +9,9 @@
 //! replica besides the poller: it takes the lease, writes with its fencing epoch, and
 //! loads everything in one transaction that commits only after every checksum, count
 //! and the ID order have been verified, so a bad snapshot leaves the store unchanged.
+//! Its chunks are decompressed, parsed and verified on a thread of their own while the
+//! load inserts; on a SQLite file the load runs on a direct connection
+//! ([`crate::store::direct`]).
 
 use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
