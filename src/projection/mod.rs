@@ -606,7 +606,7 @@ fn spawn_reader(
     path: std::path::PathBuf,
     mut w: Walker,
 ) -> tokio::sync::mpsc::Receiver<Result<Batch, ProjectionError>> {
-    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
     std::thread::spawn(move || {
         let conn = match crate::store::direct::Conn::open(&path) {
             Ok(c) => c,
