@@ -341,6 +341,11 @@ async fn write_table(
                 .iter()
                 .map(|k| cols.iter().position(|c| c == k).expect("a key column"))
                 .collect();
+            let pii_at: Vec<usize> = if table == Table::Parties && !opts.include_pii {
+                pii_columns(cols)
+            } else {
+                Vec::new()
+            };
             loop {
                 let (sql, binds): (String, Vec<Val>) = match table {
                     Table::Cases => (
@@ -362,11 +367,6 @@ async fn write_table(
                 };
                 let docs = tx.texts(&sql, &binds).await?;
                 let n = docs.len();
-                let pii_at: Vec<usize> = if table == Table::Parties && !opts.include_pii {
-                    pii_columns(cols)
-                } else {
-                    Vec::new()
-                };
                 for (i, d) in docs.iter().enumerate() {
                     // Only the exported fields are read out of the document.
                     let mut row = columns::cells(d, cols).map_err(|e| {

@@ -1,12 +1,15 @@
-//! Direct SQLite connections (rusqlite, the same bundled SQLite as sqlx) for the read
-//! paths where sqlx-sqlite's hand-off of every statement to a connection worker thread
-//! costs more than the statement: the API's point lookups and the bulk reads of exports
-//! and snapshots. A statement here runs on the calling thread, so callers keep to
-//! indexed, bounded statements (a lookup, a chunk of a keyset scan).
+//! Direct SQLite connections (rusqlite, the same bundled SQLite as sqlx) for the paths
+//! where sqlx-sqlite's hand-off of every statement and row to a connection worker thread
+//! costs more than the statement: the API's point lookups, the bulk reads of exports and
+//! snapshots, and the bulk writes of a snapshot restore and a projection rebuild. A
+//! statement here runs on the calling thread, so async callers keep to indexed, bounded
+//! statements (a lookup, a keyset chunk, a batch of inserts).
 //!
-//! Owns opening connections to a SQLite file and pooling the read ones. Its only write
-//! connection serves bulk loads (snapshot restore), inside one `BEGIN IMMEDIATE`
-//! transaction in which the caller checks the fencing epoch like every writer.
+//! Owns opening connections to a SQLite file and pooling them. Its read connections are
+//! opened read-only. Its write connections serve only bulk loads inside one
+//! `BEGIN IMMEDIATE` transaction each: a restore, which checks the fencing epoch in it
+//! like every writer, and a rebuild's steps, which write the builder's next version and
+//! move its cursor with a compare-and-set.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
