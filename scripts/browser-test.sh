@@ -30,6 +30,12 @@ for _ in $(seq 600); do
     sleep 0.2
 done
 curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null || { echo "browser-test.sh: demo not ready" >&2; exit 1; }
+# Ready means within the allowed lag: wait until every projection has caught up with the
+# whole stream, so that the pages and the database are read in the same state.
+for _ in $(seq 600); do
+    [ "$(sqlite3 "$DB" "SELECT (SELECT COUNT(*) FROM actions) = 20000 AND (SELECT COUNT(*) FROM proj_meta WHERE name NOT LIKE '%#next' AND cursor = (SELECT checkpoint FROM writer_state)) = 3" 2>/dev/null)" = 1 ] && break
+    sleep 0.2
+done
 
 chrome() { # $1: path; prints the DOM after rendering
     timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
