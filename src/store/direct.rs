@@ -32,31 +32,24 @@ pub fn sqlite_file(store: &Store) -> Option<PathBuf> {
     }
 }
 
-/// Opens a read-only connection to `path`.
-pub fn open_read(path: &Path) -> rusqlite::Result<Connection> {
-    let c = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+/// Opens a connection to `path` with the store's settings: read-only, or read-write
+/// with WAL, foreign keys and `synchronous = NORMAL`; the same 32 MiB page cache as the
+/// sqlx connections.
+fn open(path: &Path, write: bool) -> rusqlite::Result<Connection> {
+    let flags = if write {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    };
+    let c = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
     c.busy_timeout(Duration::from_secs(30))?;
-    // The same page cache as the sqlx connections (32 MiB).
+    if write {
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON",
+        )?;
+    }
     c.execute_batch("PRAGMA cache_size = -32768")?;
     c.set_prepared_statement_cache_capacity(64);
-    Ok(c)
-}
-
-/// Opens a read-write connection to `path` with the store's settings (WAL, foreign
-/// keys, `synchronous = NORMAL`).
-pub fn open_write(path: &Path) -> rusqlite::Result<Connection> {
-    let c = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    c.busy_timeout(Duration::from_secs(30))?;
-    c.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-         PRAGMA foreign_keys = ON; PRAGMA cache_size = -32768",
-    )?;
     Ok(c)
 }
 
@@ -98,8 +91,7 @@ impl Pool {
         let idle = self.idle.lock().expect("direct pool").pop();
         let c = match idle {
             Some(c) => c,
-            None if self.write => open_write(&self.path)?,
-            None => open_read(&self.path)?,
+            None => open(&self.path, self.write)?,
         };
         Ok(Conn {
             conn: Some(c),
@@ -128,17 +120,17 @@ pub struct Conn {
 impl Conn {
     /// An unpooled read-only connection to `path`.
     pub fn open(path: &Path) -> rusqlite::Result<Conn> {
-        Ok(Conn {
-            conn: Some(open_read(path)?),
-            home: None,
-            in_tx: false,
-        })
+        Self::unpooled(path, false)
     }
 
-    /// An unpooled read-write connection to `path` (see [`open_write`]).
+    /// An unpooled read-write connection to `path`.
     pub fn open_write(path: &Path) -> rusqlite::Result<Conn> {
+        Self::unpooled(path, true)
+    }
+
+    fn unpooled(path: &Path, write: bool) -> rusqlite::Result<Conn> {
         Ok(Conn {
-            conn: Some(open_write(path)?),
+            conn: Some(open(path, write)?),
             home: None,
             in_tx: false,
         })
