@@ -305,3 +305,28 @@ fn invalid_utf8_is_invalid_not_a_panic() {
     let r = parse_data_response(&b, 79500000);
     assert!(matches!(r, Err(SourceError::Invalid(_))), "{r:?}");
 }
+
+#[test]
+fn a_body_cut_inside_a_character_is_truncated_not_invalid() {
+    let b = fixture("page-mixed.xml");
+    // Cut after the first byte of the first two-byte character (a Czech letter).
+    let i = b.iter().position(|&c| c >= 0xc0).unwrap();
+    let r = parse_data_response(&b[..=i], 79500000);
+    assert!(
+        matches!(&r, Err(SourceError::Retryable(m)) if m.contains("truncated")),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn invalid_utf8_anywhere_in_the_body_is_named_with_its_byte() {
+    let mut b = fixture("page-mixed.xml");
+    // Inside markup the parser never keeps (the envelope's namespace declaration).
+    let i = b.windows(8).position(|w| w == b"Envelope").unwrap();
+    b[i + 1] = 0xfe;
+    let r = parse_data_response(&b, 79500000);
+    assert!(
+        matches!(&r, Err(SourceError::Invalid(m)) if m == &format!("the body is not UTF-8 at byte {}", i + 1)),
+        "{r:?}"
+    );
+}

@@ -65,7 +65,7 @@ proptest! {
         };
         let page = parse_data_response(data_response([&a]).as_bytes(), 4).unwrap();
         prop_assert_eq!(&page.records[0].action, &a);
-        prop_assert_eq!(&page.records[0].detail, &Note::Parsed(d));
+        prop_assert_eq!(&page.records[0].detail, &Note::Parsed(Box::new(d)));
     }
 }
 

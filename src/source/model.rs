@@ -37,7 +37,7 @@ pub struct Action {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Note {
     Absent,
-    Parsed(Detail),
+    Parsed(Box<Detail>),
     /// The raw text is kept in `Action::note`; this says why it was not understood.
     Unparsed {
         error: String,

@@ -6,6 +6,8 @@
 
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::{PrefixDeclaration, QName};
+use std::borrow::Cow;
+
 use quick_xml::reader::Reader;
 
 use super::error::SourceError;
@@ -15,19 +17,52 @@ pub const SOAP_ENV_NS: &str = "http://schemas.xmlsoap.org/soap/envelope/";
 pub const TYPES_NS: &str = "http://isirpublicws.cca.cz/types/";
 pub const NOTE_NS: &str = "http://www.cca.cz/isir/poznamka";
 
-/// A small common face of the two quick-xml readers we use.
-trait Events<'i> {
-    fn next_event(&mut self) -> quick_xml::Result<Event<'i>>;
-    fn skip_to_end(&mut self, name: QName) -> quick_xml::Result<()>;
+/// A quick-xml reader over a document already known to be UTF-8: every text slice is
+/// taken from `src` by its offset instead of being validated again.
+struct Doc<'i> {
+    r: Reader<&'i [u8]>,
+    src: &'i str,
 }
 
-impl<'i> Events<'i> for Reader<&'i [u8]> {
-    fn next_event(&mut self) -> quick_xml::Result<Event<'i>> {
-        self.read_event()
+impl<'i> Doc<'i> {
+    fn new(src: &'i str) -> Self {
+        let mut r = Reader::from_reader(src.as_bytes());
+        r.config_mut().expand_empty_elements = true;
+        Doc { r, src }
     }
-    fn skip_to_end(&mut self, name: QName) -> quick_xml::Result<()> {
-        self.read_to_end(name).map(|_| ())
+    fn read_event(&mut self) -> quick_xml::Result<Event<'i>> {
+        self.r.read_event()
     }
+    fn read_to_end(&mut self, name: QName) -> quick_xml::Result<()> {
+        self.r.read_to_end(name).map(|_| ())
+    }
+    fn buffer_position(&self) -> u64 {
+        self.r.buffer_position()
+    }
+    /// The text of `raw`, a slice the reader borrowed from `src` (quick-xml cuts only at
+    /// ASCII delimiters, so it lies on character boundaries): no second UTF-8 check.
+    fn text(&self, raw: &[u8]) -> Result<Cow<'i, str>, XmlError> {
+        let off = (raw.as_ptr() as usize).wrapping_sub(self.src.as_ptr() as usize);
+        match self.src.get(off..off.wrapping_add(raw.len())) {
+            Some(s) if s.as_ptr() == raw.as_ptr() => Ok(Cow::Borrowed(s)),
+            // Not a slice of the document (a slice reader never does this): validate it.
+            _ => std::str::from_utf8(raw)
+                .map(|s| Cow::Owned(s.to_owned()))
+                .map_err(|e| XmlError::Content(format!("text not UTF-8: {e}"))),
+        }
+    }
+}
+
+/// Resolves the predefined entities and character references of `s`, borrowing when
+/// there are none.
+fn unescape(s: Cow<'_, str>) -> Result<Cow<'_, str>, XmlError> {
+    if memchr::memchr(b'&', s.as_bytes()).is_none() {
+        return Ok(s);
+    }
+    Ok(match s {
+        Cow::Borrowed(b) => quick_xml::escape::unescape(b)?,
+        Cow::Owned(o) => Cow::Owned(quick_xml::escape::unescape(&o)?.into_owned()),
+    })
 }
 
 /// An error inside the XML, before it is classified as truncated or invalid.
@@ -58,34 +93,36 @@ fn is_blank(t: &[u8]) -> bool {
     t.iter().all(|b| b.is_ascii_whitespace())
 }
 
-/// Reads the text of a leaf element whose start tag was just read, up to its end tag.
-/// Nested elements are skipped.
-fn leaf<'i, R: Events<'i>>(r: &mut R) -> Result<String, XmlError> {
-    let mut out: Option<String> = None;
+/// Reads the text of a leaf element whose start tag was just read, up to its end tag,
+/// borrowing from the document when it can. Nested elements are skipped.
+fn leaf_text<'i>(r: &mut Doc<'i>) -> Result<Cow<'i, str>, XmlError> {
+    let mut out: Option<Cow<'i, str>> = None;
     loop {
-        match r.next_event()? {
-            Event::Text(t) => {
-                let s = t.unescape()?;
-                match &mut out {
-                    None => out = Some(s.into_owned()),
-                    Some(o) => o.push_str(&s),
-                }
+        let piece = match r.read_event()? {
+            Event::Text(t) => unescape(r.text(&t)?)?,
+            Event::CData(c) => r.text(&c)?,
+            Event::Start(e) => {
+                r.read_to_end(e.name())?;
+                continue;
             }
-            Event::CData(c) => {
-                let s = std::str::from_utf8(&c)
-                    .map_err(|e| XmlError::Content(format!("CDATA not UTF-8: {e}")))?;
-                out.get_or_insert_with(String::new).push_str(s);
-            }
-            Event::Start(e) => r.skip_to_end(e.name())?,
-            Event::End(_) => return Ok(out.unwrap_or_default()),
+            Event::End(_) => return Ok(out.unwrap_or(Cow::Borrowed(""))),
             Event::Eof => return Err(XmlError::Eof),
             Event::DocType(_) => return Err(XmlError::Content("DOCTYPE is not allowed".into())),
-            _ => {}
+            _ => continue,
+        };
+        match &mut out {
+            None => out = Some(piece),
+            Some(o) => o.to_mut().push_str(&piece),
         }
     }
 }
 
-fn opt_leaf<'i, R: Events<'i>>(r: &mut R, slot: &mut Option<String>) -> Result<(), XmlError> {
+/// [`leaf_text`], owned.
+fn leaf(r: &mut Doc) -> Result<String, XmlError> {
+    leaf_text(r).map(Cow::into_owned)
+}
+
+fn opt_leaf(r: &mut Doc, slot: &mut Option<String>) -> Result<(), XmlError> {
     *slot = Some(leaf(r)?);
     Ok(())
 }
@@ -157,8 +194,22 @@ pub fn parse_last_id_response(body: &[u8]) -> Result<i64, SourceError> {
 }
 
 fn parse_envelope(body: &[u8], expect: Expect) -> Result<Answer, SourceError> {
-    let mut r = Reader::from_reader(body);
-    r.config_mut().expand_empty_elements = true;
+    // One UTF-8 check of the whole body (SIMD: the body is mostly ASCII with Czech
+    // letters in it); every text is then cut from it as it is.
+    let src = match simdutf8::compat::from_utf8(body) {
+        Ok(s) => s,
+        // Cut inside a character: what is whole parses as a truncated document.
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&body[..e.valid_up_to()]).unwrap_or_default()
+        }
+        Err(e) => {
+            return Err(SourceError::Invalid(format!(
+                "the body is not UTF-8 at byte {}",
+                e.valid_up_to()
+            )));
+        }
+    };
+    let mut r = Doc::new(src);
     let mut in_envelope = false;
     let mut ns = Bindings::default();
     match envelope(&mut r, &mut ns, expect, &mut in_envelope) {
@@ -166,7 +217,7 @@ fn parse_envelope(body: &[u8], expect: Expect) -> Result<Answer, SourceError> {
         Err(Outcome::Source(e)) => Err(e),
         Err(Outcome::Xml(e)) => {
             let at = r.buffer_position();
-            let reached_end = at as usize >= body.len();
+            let reached_end = at as usize >= src.len();
             Err(match e {
                 XmlError::Eof if in_envelope => SourceError::Retryable(format!(
                     "truncated body: the document ends after {} bytes before the envelope closes",
@@ -242,7 +293,7 @@ fn local(e: &BytesStart) -> String {
 }
 
 fn envelope(
-    r: &mut Reader<&[u8]>,
+    r: &mut Doc,
     ns: &mut Bindings,
     expect: Expect,
     in_envelope: &mut bool,
@@ -275,9 +326,7 @@ fn envelope(
             Event::Start(e) if e.local_name().as_ref() == b"Body" && ns.is_in(&e, SOAP_ENV_NS) => {
                 break;
             }
-            Event::Start(e) if e.local_name().as_ref() == b"Header" => {
-                r.read_to_end(e.name()).map(|_| ())?
-            }
+            Event::Start(e) if e.local_name().as_ref() == b"Header" => r.read_to_end(e.name())?,
             Event::Start(e) => {
                 return Err(invalid(format!(
                     "unexpected <{}> in the SOAP envelope",
@@ -318,7 +367,7 @@ fn envelope(
     while depth > 0 {
         match r.read_event()? {
             Event::End(_) => depth -= 1,
-            Event::Start(e) => r.read_to_end(e.name()).map(|_| ())?,
+            Event::Start(e) => r.read_to_end(e.name())?,
             Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
             _ => {}
         }
@@ -333,7 +382,7 @@ fn envelope(
     Ok(answer)
 }
 
-fn fault(r: &mut Reader<&[u8]>) -> Outcome {
+fn fault(r: &mut Doc) -> Outcome {
     let mut code = None;
     let mut text = None;
     let res: Result<(), XmlError> = (|| loop {
@@ -341,7 +390,7 @@ fn fault(r: &mut Reader<&[u8]>) -> Outcome {
             Event::Start(e) => match e.local_name().as_ref() {
                 b"faultcode" => code = Some(leaf(r)?),
                 b"faultstring" => text = Some(leaf(r)?),
-                _ => r.read_to_end(e.name()).map(|_| ())?,
+                _ => r.read_to_end(e.name())?,
             },
             Event::End(_) => return Ok(()),
             Event::Eof => return Err(XmlError::Eof),
@@ -355,7 +404,7 @@ fn fault(r: &mut Reader<&[u8]>) -> Outcome {
     }
 }
 
-fn wrapper(r: &mut Reader<&[u8]>, expect: Expect) -> Result<Answer, Outcome> {
+fn wrapper(r: &mut Doc, expect: Expect) -> Result<Answer, Outcome> {
     let mut records = Vec::with_capacity(if expect == Expect::Data { 1000 } else { 0 });
     let mut last_id: Option<i64> = None;
     let mut status: Option<Status> = None;
@@ -377,7 +426,7 @@ fn wrapper(r: &mut Reader<&[u8]>, expect: Expect) -> Result<Answer, Outcome> {
                     }
                     status = Some(status_block(r)?);
                 }
-                _ => r.read_to_end(e.name()).map(|_| ())?,
+                _ => r.read_to_end(e.name())?,
             },
             Event::End(_) => break,
             Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
@@ -402,7 +451,7 @@ fn wrapper(r: &mut Reader<&[u8]>, expect: Expect) -> Result<Answer, Outcome> {
     })
 }
 
-fn status_block(r: &mut Reader<&[u8]>) -> Result<Status, Outcome> {
+fn status_block(r: &mut Doc) -> Result<Status, Outcome> {
     let mut s = Status::default();
     loop {
         match r.read_event()? {
@@ -410,7 +459,7 @@ fn status_block(r: &mut Reader<&[u8]>) -> Result<Status, Outcome> {
                 b"stav" => s.stav = Some(leaf(r)?),
                 b"kodChyby" => s.code = Some(leaf(r)?),
                 b"popisChyby" => s.text = Some(leaf(r)?),
-                _ => r.read_to_end(e.name()).map(|_| ())?,
+                _ => r.read_to_end(e.name())?,
             },
             Event::End(_) => return Ok(s),
             Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
@@ -419,8 +468,8 @@ fn status_block(r: &mut Reader<&[u8]>) -> Result<Status, Outcome> {
     }
 }
 
-fn record(r: &mut Reader<&[u8]>) -> Result<Record, Outcome> {
-    let mut id: Option<String> = None;
+fn record(r: &mut Doc) -> Result<Record, Outcome> {
+    let mut id: Option<Cow<str>> = None;
     let mut created = None;
     let mut published = None;
     let mut document_url = None;
@@ -428,12 +477,12 @@ fn record(r: &mut Reader<&[u8]>) -> Result<Record, Outcome> {
     let mut type_code = None;
     let mut type_name = None;
     let mut section = None;
-    let mut number: Option<String> = None;
+    let mut number: Option<Cow<str>> = None;
     let mut note: Option<String> = None;
     loop {
         match r.read_event()? {
             Event::Start(e) => match e.local_name().as_ref() {
-                b"id" => opt_leaf(r, &mut id)?,
+                b"id" => id = Some(leaf_text(r)?),
                 b"datumZalozeniUdalosti" => opt_leaf(r, &mut created)?,
                 b"datumZverejneniUdalosti" => opt_leaf(r, &mut published)?,
                 b"dokumentUrl" => opt_leaf(r, &mut document_url)?,
@@ -441,9 +490,9 @@ fn record(r: &mut Reader<&[u8]>) -> Result<Record, Outcome> {
                 b"typUdalosti" => opt_leaf(r, &mut type_code)?,
                 b"popisUdalosti" => opt_leaf(r, &mut type_name)?,
                 b"oddil" => opt_leaf(r, &mut section)?,
-                b"cisloVOddilu" => opt_leaf(r, &mut number)?,
+                b"cisloVOddilu" => number = Some(leaf_text(r)?),
                 b"poznamka" => opt_leaf(r, &mut note)?,
-                _ => r.read_to_end(e.name()).map(|_| ())?,
+                _ => r.read_to_end(e.name())?,
             },
             Event::End(_) => break,
             Event::Eof => return Err(Outcome::Xml(XmlError::Eof)),
@@ -496,7 +545,7 @@ pub fn records(actions: Vec<Action>) -> Vec<Record> {
 pub fn note_of(raw: Option<&str>) -> Note {
     match raw {
         None => Note::Absent,
-        Some(s) => match parse_note(s) {
+        Some(s) => match parse_detail(s) {
             Ok(d) => Note::Parsed(d),
             Err(error) => Note::Unparsed { error },
         },
@@ -508,8 +557,12 @@ pub fn note_of(raw: Option<&str>) -> Note {
 
 /// Parses an unescaped `poznamka` document. Unknown elements are ignored.
 pub fn parse_note(xml: &str) -> Result<Detail, String> {
-    let mut r = Reader::from_reader(xml.as_bytes());
-    r.config_mut().expand_empty_elements = true;
+    parse_detail(xml).map(|d| *d)
+}
+
+/// [`parse_note`], built in place on the heap (a [`Detail`] is over a kilobyte).
+fn parse_detail(xml: &str) -> Result<Box<Detail>, String> {
+    let mut r = Doc::new(xml);
     note_doc(&mut r).map_err(|e| match e {
         XmlError::Eof => "poznamka ends before its document closes".to_string(),
         XmlError::Syntax(m) => format!(
@@ -520,8 +573,8 @@ pub fn parse_note(xml: &str) -> Result<Detail, String> {
     })
 }
 
-fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
-    let mut d = Detail::default();
+fn note_doc(r: &mut Doc) -> Result<Box<Detail>, XmlError> {
+    let mut d = Box::<Detail>::default();
     loop {
         match r.read_event()? {
             Event::Start(e) => {
@@ -531,11 +584,12 @@ fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
                         local(&e)
                     )));
                 }
-                if let Some(a) = e
-                    .try_get_attribute("verzeXsd")
-                    .map_err(|e| XmlError::Syntax(e.to_string()))?
-                {
-                    d.schema_version = Some(a.unescape_value()?.into_owned());
+                for a in e.attributes().with_checks(false) {
+                    let a = a.map_err(|e| XmlError::Syntax(e.to_string()))?;
+                    if a.key.as_ref() == b"verzeXsd" {
+                        d.schema_version = Some(unescape(r.text(&a.value)?)?.into_owned());
+                        break;
+                    }
                 }
                 break;
             }
@@ -553,21 +607,21 @@ fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
             Event::Start(e) => match e.local_name().as_ref() {
                 b"idOsobyPuvodce" => opt_leaf(r, &mut d.origin)?,
                 b"vec" => d.case = Some(case_block(r)?),
-                b"osoba" => d.person = Some(person(r)?),
+                b"osoba" => person(r, d.person.insert(Person::default()))?,
                 b"cisUdalost" => d.code_list = Some(code_list(r)?),
                 b"datumPravniMoci" => opt_leaf(r, &mut d.legal_force_date)?,
                 b"priznakAnVedlejsiUdalost" => {
-                    d.secondary_action = Some(Flag::from_text(&leaf(r)?))
+                    d.secondary_action = Some(Flag::from_text(&leaf_text(r)?))
                 }
                 b"priznakAnVedlejsiDokument" => {
-                    d.secondary_document = Some(Flag::from_text(&leaf(r)?))
+                    d.secondary_document = Some(Flag::from_text(&leaf_text(r)?))
                 }
                 b"druhOddilPrihl" => opt_leaf(r, &mut d.claim_section_kind)?,
                 b"cisloOddiluPrihl" => opt_leaf(r, &mut d.claim_section_number)?,
                 b"osobaVeritel" => opt_leaf(r, &mut d.creditor)?,
-                b"priznakPlatnyVeritel" => d.valid_creditor = Some(Flag::from_text(&leaf(r)?)),
+                b"priznakPlatnyVeritel" => d.valid_creditor = Some(Flag::from_text(&leaf_text(r)?)),
                 b"priznakMylnyZapisVeritelPohled" => {
-                    d.erroneous_claim_entry = Some(Flag::from_text(&leaf(r)?))
+                    d.erroneous_claim_entry = Some(Flag::from_text(&leaf_text(r)?))
                 }
                 b"datumUstanoveniSpravce" => opt_leaf(r, &mut d.administrator_appointed)?,
                 b"datumZverejneniOpraveneUdalosti" => opt_leaf(r, &mut d.corrected_published)?,
@@ -581,7 +635,7 @@ fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
                 b"druhVecICm" => opt_leaf(r, &mut d.incidental_kind)?,
                 b"rocnikICm" => opt_leaf(r, &mut d.incidental_year)?,
                 b"senatICm" => opt_leaf(r, &mut d.incidental_senate)?,
-                _ => r.read_to_end(e.name()).map(|_| ())?,
+                _ => r.read_to_end(e.name())?,
             },
             Event::End(_) => break,
             Event::Eof => return Err(XmlError::Eof),
@@ -602,9 +656,9 @@ fn note_doc(r: &mut Reader<&[u8]>) -> Result<Detail, XmlError> {
 }
 
 /// Runs `f` for each child element of the element just opened, skipping text.
-fn children<'i, F>(r: &mut Reader<&'i [u8]>, mut f: F) -> Result<(), XmlError>
+fn children<'i, F>(r: &mut Doc<'i>, mut f: F) -> Result<(), XmlError>
 where
-    F: FnMut(&mut Reader<&'i [u8]>, &[u8]) -> Result<bool, XmlError>,
+    F: FnMut(&mut Doc<'i>, &[u8]) -> Result<bool, XmlError>,
 {
     loop {
         match r.read_event()? {
@@ -621,7 +675,7 @@ where
     }
 }
 
-fn case_block(r: &mut Reader<&[u8]>) -> Result<CaseBlock, XmlError> {
+fn case_block(r: &mut Doc) -> Result<CaseBlock, XmlError> {
     let mut c = CaseBlock::default();
     children(r, |r, name| {
         let slot = match name {
@@ -637,8 +691,7 @@ fn case_block(r: &mut Reader<&[u8]>) -> Result<CaseBlock, XmlError> {
     Ok(c)
 }
 
-fn person(r: &mut Reader<&[u8]>) -> Result<Person, XmlError> {
-    let mut p = Person::default();
+fn person(r: &mut Doc, p: &mut Person) -> Result<(), XmlError> {
     let mut id = None;
     children(r, |r, name| {
         let slot = match name {
@@ -667,10 +720,10 @@ fn person(r: &mut Reader<&[u8]>) -> Result<Person, XmlError> {
         Ok(true)
     })?;
     p.id = id.ok_or_else(|| XmlError::Content("osoba without idOsoby".into()))?;
-    Ok(p)
+    Ok(())
 }
 
-fn address(r: &mut Reader<&[u8]>) -> Result<Address, XmlError> {
+fn address(r: &mut Doc) -> Result<Address, XmlError> {
     let mut a = Address::default();
     children(r, |r, name| {
         let slot = match name {
@@ -695,7 +748,7 @@ fn address(r: &mut Reader<&[u8]>) -> Result<Address, XmlError> {
     Ok(a)
 }
 
-fn code_list(r: &mut Reader<&[u8]>) -> Result<CodeListEntry, XmlError> {
+fn code_list(r: &mut Doc) -> Result<CodeListEntry, XmlError> {
     let mut c = CodeListEntry::default();
     let mut internal = None;
     children(r, |r, name| {
