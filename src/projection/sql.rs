@@ -207,6 +207,15 @@ impl Tx {
         }
     }
 
+    /// The PostgreSQL connection under this transaction (for `COPY`), if it is one.
+    pub fn postgres_conn(&mut self) -> Option<&mut sqlx::PgConnection> {
+        match self {
+            Tx::Postgres(t) => Some(&mut **t),
+            Tx::PostgresSingle(c) => Some(&mut **c),
+            _ => None,
+        }
+    }
+
     pub fn is_postgres(&self) -> bool {
         matches!(self, Tx::Postgres(_) | Tx::PostgresSingle(_))
     }
