@@ -454,11 +454,14 @@ fn copy_select(table: Table, opts: &ExportOptions) -> String {
                 })
                 .collect();
             let (from, key) = match table {
-                Table::Cases => ("cases", "case_number"),
-                _ => ("parties", "case_number, court, person_id"),
+                Table::Cases => ("cases", "t.case_number"),
+                _ => ("parties", "t.case_number, t.court, t.person_id"),
             };
+            // OFFSET 0 keeps the planner from inlining the cast into every `j` above
+            // (it would parse the document once per column).
             format!(
-                "SELECT {} FROM (SELECT {key}, CAST(doc AS jsonb) AS j FROM {from}) d ORDER BY {key}",
+                "SELECT {} FROM {from} t CROSS JOIN LATERAL (SELECT CAST(t.doc AS jsonb) AS j OFFSET 0) d \
+                 ORDER BY {key}",
                 exprs.join(", ")
             )
         }

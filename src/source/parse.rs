@@ -4,10 +4,10 @@
 //! local names and namespace URIs, never on prefixes; ignores unknown elements; keeps
 //! every value verbatim. A page is accepted whole or not at all. It never performs I/O.
 
-use quick_xml::events::{BytesStart, Event};
-use quick_xml::name::{PrefixDeclaration, QName};
 use std::borrow::Cow;
 
+use quick_xml::events::{BytesStart, Event};
+use quick_xml::name::{PrefixDeclaration, QName};
 use quick_xml::reader::Reader;
 
 use super::error::SourceError;
