@@ -259,7 +259,7 @@ async fn write_table(
     csv.write_record(cols).map_err(csv_err)?;
     let mut rows = 0u64;
     let pg = tx.is_postgres();
-    if pg && table != Table::Stats {
+    if pg && table == Table::Events {
         csv.flush()?;
         drop(csv);
         return copy_table(tx, &copy_select(table, opts), w, bar).await;
@@ -351,52 +351,67 @@ async fn write_table(
             } else {
                 Vec::new()
             };
-            loop {
-                let (sql, binds): (String, Vec<Val>) = match table {
-                    Table::Cases => (
-                        "SELECT doc FROM cases WHERE case_number > $1 ORDER BY case_number LIMIT $2"
-                            .into(),
-                        vec![key[0].as_str().into(), CHUNK.into()],
-                    ),
-                    _ => (
-                        "SELECT doc FROM parties WHERE (case_number, court, person_id) > ($1, $2, $3) \
-                         ORDER BY case_number, court, person_id LIMIT $4"
-                            .into(),
-                        vec![
-                            key[0].as_str().into(),
-                            key[1].as_str().into(),
-                            key[2].as_str().into(),
-                            CHUNK.into(),
-                        ],
-                    ),
-                };
-                let docs = tx.texts(&sql, &binds).await?;
-                let n = docs.len();
-                for (i, d) in docs.iter().enumerate() {
-                    // Only the exported fields are read out of the document.
-                    let mut row = columns::cells(d, cols).map_err(|e| {
-                        ExportError::Invalid(format!("a projection document does not parse: {e}"))
-                    })?;
-                    for &p in &pii_at {
-                        if matches!(row[p], columns::Cell::Str(_)) {
-                            row[p] = columns::Cell::Str(columns::MASK.into());
+            // Only the exported fields are read out of each document, then masked.
+            let mut write_doc = |d: &str| -> Result<Vec<columns::Cell>, ExportError> {
+                let mut row = columns::cells(d, cols).map_err(|e| {
+                    ExportError::Invalid(format!("a projection document does not parse: {e}"))
+                })?;
+                for &p in &pii_at {
+                    if matches!(row[p], columns::Cell::Str(_)) {
+                        row[p] = columns::Cell::Str(columns::MASK.into());
+                    }
+                }
+                csv.write_record(row.iter().map(columns::Cell::as_str))
+                    .map_err(csv_err)?;
+                Ok(row)
+            };
+            let (from, order) = match table {
+                Table::Cases => ("cases", "case_number"),
+                _ => ("parties", "case_number, court, person_id"),
+            };
+            if pg {
+                // The documents come in one stream, in the snapshot, without a query
+                // a chunk.
+                let select = format!("SELECT doc FROM {from} ORDER BY {order}");
+                rows = copy_lines(tx, &select, |doc| write_doc(doc).map(|_| ()), bar).await?;
+            } else {
+                loop {
+                    let (sql, binds): (String, Vec<Val>) = match table {
+                        Table::Cases => (
+                            "SELECT doc FROM cases WHERE case_number > $1 ORDER BY case_number LIMIT $2"
+                                .into(),
+                            vec![key[0].as_str().into(), CHUNK.into()],
+                        ),
+                        _ => (
+                            "SELECT doc FROM parties WHERE (case_number, court, person_id) > ($1, $2, $3) \
+                             ORDER BY case_number, court, person_id LIMIT $4"
+                                .into(),
+                            vec![
+                                key[0].as_str().into(),
+                                key[1].as_str().into(),
+                                key[2].as_str().into(),
+                                CHUNK.into(),
+                            ],
+                        ),
+                    };
+                    let docs = tx.texts(&sql, &binds).await?;
+                    let n = docs.len();
+                    for (i, d) in docs.iter().enumerate() {
+                        let row = write_doc(d)?;
+                        if i + 1 == n {
+                            key = key_at
+                                .iter()
+                                .map(|&k| row[k].as_str().to_string())
+                                .collect();
                         }
                     }
-                    csv.write_record(row.iter().map(columns::Cell::as_str))
-                        .map_err(csv_err)?;
-                    if i + 1 == n {
-                        key = key_at
-                            .iter()
-                            .map(|&k| row[k].as_str().to_string())
-                            .collect();
+                    rows += n as u64;
+                    if let Some(b) = bar {
+                        b.inc(n as u64);
                     }
-                }
-                rows += n as u64;
-                if let Some(b) = bar {
-                    b.inc(n as u64);
-                }
-                if (n as i64) < CHUNK {
-                    break;
+                    if (n as i64) < CHUNK {
+                        break;
+                    }
                 }
             }
         }
@@ -405,68 +420,115 @@ async fn write_table(
     Ok(rows)
 }
 
-/// The query whose rows `COPY ... TO STDOUT` sends for a table on PostgreSQL: the same
-/// columns, order, cell text and masking as the row-by-row path, which it must equal
-/// byte for byte (tested). Empty texts are sent as NULL: COPY quotes an empty string
-/// (`""`) to tell it from NULL, the `csv` crate writes both as nothing.
+/// The query whose rows `COPY ... TO STDOUT` sends as the events table on PostgreSQL:
+/// the same columns, order and cell text as the row-by-row path, which it must equal
+/// (tested). Empty texts are sent as NULL: COPY quotes an empty string (`""`) to tell it
+/// from NULL, the `csv` crate writes both as nothing.
 fn copy_select(table: Table, opts: &ExportOptions) -> String {
-    let cols = table.columns();
-    let text = |e: String| format!("NULLIF({e}, '')");
-    match table {
-        Table::Events => {
-            let exprs: Vec<String> = cols
-                .iter()
-                .map(|c| match *c {
-                    "secondary_action" | "secondary_document" => {
-                        format!("CASE WHEN {c} THEN 'true' ELSE 'false' END")
-                    }
-                    c => text(format!("CAST({c} AS TEXT)")),
-                })
-                .collect();
-            // An integer, so formatting it into the statement is safe (COPY takes no
-            // parameters).
-            let after = opts.since_watermark.unwrap_or(-1);
-            format!(
-                "SELECT {} FROM timeline WHERE action_id > {after} ORDER BY action_id",
-                exprs.join(", ")
-            )
+    debug_assert_eq!(table, Table::Events);
+    let exprs: Vec<String> = table
+        .columns()
+        .iter()
+        .map(|c| match *c {
+            "secondary_action" | "secondary_document" => {
+                format!("CASE WHEN {c} THEN 'true' ELSE 'false' END")
+            }
+            c => format!("NULLIF(CAST({c} AS TEXT), '')"),
+        })
+        .collect();
+    // An integer, so formatting it into the statement is safe (COPY takes no parameters).
+    let after = opts.since_watermark.unwrap_or(-1);
+    format!(
+        "SELECT {} FROM timeline WHERE action_id > {after} ORDER BY action_id",
+        exprs.join(", ")
+    )
+}
+
+/// Streams the one text column of `select` through `COPY ... TO STDOUT` (text format:
+/// a line a row, backslash escapes) inside the export's snapshot, and gives each value
+/// to `row`; gives the rows.
+async fn copy_lines(
+    tx: &mut Tx,
+    select: &str,
+    mut row: impl FnMut(&str) -> Result<(), ExportError>,
+    bar: &Option<indicatif::ProgressBar>,
+) -> Result<u64, ExportError> {
+    use futures::TryStreamExt;
+    let conn = tx
+        .postgres_conn()
+        .ok_or_else(|| ExportError::Invalid("COPY needs PostgreSQL".into()))?;
+    let mut stream = conn
+        .copy_out_raw(&format!("COPY ({select}) TO STDOUT"))
+        .await?;
+    let mut rows = 0u64;
+    let mut line = |bytes: &[u8]| -> Result<(), ExportError> {
+        let text = copy_text_value(bytes)?;
+        row(&text)?;
+        rows += 1;
+        if rows % CHUNK as u64 == 0 {
+            if let Some(b) = bar {
+                b.inc(CHUNK as u64);
+            }
         }
-        Table::Cases | Table::Parties => {
-            let mask = table == Table::Parties && !opts.include_pii;
-            // Each document is parsed once (jsonb); `->>` renders strings, numbers and
-            // booleans as `columns::cell` does (every exported field is a scalar).
-            let exprs: Vec<String> = cols
-                .iter()
-                .map(|c| {
-                    let (json, value) = match c.split_once('.') {
-                        Some((a, b)) => (format!("j->'{a}'->'{b}'"), format!("j->'{a}'->>'{b}'")),
-                        None => (format!("j->'{c}'"), format!("j->>'{c}'")),
-                    };
-                    if mask && columns::PII_FIELDS.contains(c) {
-                        format!(
-                            "CASE WHEN jsonb_typeof({json}) = 'string' THEN '{}' ELSE {} END",
-                            columns::MASK,
-                            text(value)
-                        )
-                    } else {
-                        text(value)
-                    }
-                })
-                .collect();
-            let (from, key) = match table {
-                Table::Cases => ("cases", "t.case_number"),
-                _ => ("parties", "t.case_number, t.court, t.person_id"),
-            };
-            // OFFSET 0 keeps the planner from inlining the cast into every `j` above
-            // (it would parse the document once per column).
-            format!(
-                "SELECT {} FROM {from} t CROSS JOIN LATERAL (SELECT CAST(t.doc AS jsonb) AS j OFFSET 0) d \
-                 ORDER BY {key}",
-                exprs.join(", ")
-            )
+        Ok(())
+    };
+    // A line cut between two pieces of the stream.
+    let mut carry: Vec<u8> = Vec::new();
+    while let Some(chunk) = stream.try_next().await? {
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', &chunk) {
+            if carry.is_empty() {
+                line(&chunk[start..end])?;
+            } else {
+                carry.extend_from_slice(&chunk[start..end]);
+                line(&carry)?;
+                carry.clear();
+            }
+            start = end + 1;
         }
-        Table::Stats => unreachable!("stats are written row by row"),
+        carry.extend_from_slice(&chunk[start..]);
     }
+    if !carry.is_empty() {
+        return Err(ExportError::Invalid("COPY ended inside a row".into()));
+    }
+    if let Some(b) = bar {
+        b.inc(rows % CHUNK as u64);
+    }
+    Ok(rows)
+}
+
+/// A value of COPY's text format: `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, `\v` stand for
+/// the character (COPY TO writes no other escape); `\N` is NULL, which the projections'
+/// `doc` never is.
+fn copy_text_value(bytes: &[u8]) -> Result<std::borrow::Cow<'_, str>, ExportError> {
+    let bad = |m: &str| ExportError::Invalid(format!("COPY sent {m}"));
+    if memchr::memchr(b'\\', bytes).is_none() {
+        return std::str::from_utf8(bytes)
+            .map(std::borrow::Cow::Borrowed)
+            .map_err(|_| bad("text that is not UTF-8"));
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut it = bytes.iter();
+    while let Some(&b) = it.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        out.push(match it.next() {
+            Some(b'\\') => b'\\',
+            Some(b'n') => b'\n',
+            Some(b'r') => b'\r',
+            Some(b't') => b'\t',
+            Some(b'b') => 0x08,
+            Some(b'f') => 0x0c,
+            Some(b'v') => 0x0b,
+            Some(b'N') if bytes == b"\\N" => return Err(bad("a NULL document")),
+            other => return Err(bad(&format!("an unknown escape {other:?}"))),
+        });
+    }
+    String::from_utf8(out)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|_| bad("text that is not UTF-8"))
 }
 
 /// Streams `COPY (select) TO STDOUT` in CSV into `w`, inside the export's snapshot;
@@ -842,7 +904,19 @@ pub async fn run_nightly(
 
 #[cfg(test)]
 mod tests {
-    use super::RecordCounter;
+    use super::{RecordCounter, copy_text_value};
+
+    #[test]
+    fn copy_text_values_are_unescaped() {
+        assert_eq!(copy_text_value(br#"{"a":"b"}"#).unwrap(), r#"{"a":"b"}"#);
+        assert_eq!(
+            copy_text_value(br#"{"a":"x\\"y\\\\z\tq"}"#).unwrap(),
+            "{\"a\":\"x\\\"y\\\\z\tq\"}"
+        );
+        assert!(copy_text_value(b"\\N").is_err());
+        assert!(copy_text_value(b"a\\").is_err());
+        assert!(copy_text_value(b"\xff").is_err());
+    }
 
     #[test]
     fn records_are_counted_across_pieces_and_outside_quotes() {
