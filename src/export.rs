@@ -7,7 +7,9 @@
 //! into a staging directory next to the target, the manifest last, and the staging
 //! directory is renamed to the target when complete, so a reader who sees the target
 //! sees complete files, and a failed or killed export leaves nothing under a final name.
-//! Memory stays flat: rows are read in keyset chunks inside the snapshot and streamed.
+//! Memory stays flat: rows are read in keyset chunks inside the snapshot (SQLite) or
+//! streamed by `COPY (SELECT ...) TO STDOUT` inside it (PostgreSQL), and written as
+//! they come.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -262,7 +264,7 @@ async fn write_table(
     if pg && table == Table::Events {
         csv.flush()?;
         drop(csv);
-        return copy_table(tx, &copy_select(table, opts), w, bar).await;
+        return copy_table(tx, &events_copy_select(opts), w, bar).await;
     }
     match table {
         Table::Stats => {
@@ -424,9 +426,8 @@ async fn write_table(
 /// the same columns, order and cell text as the row-by-row path, which it must equal
 /// (tested). Empty texts are sent as NULL: COPY quotes an empty string (`""`) to tell it
 /// from NULL, the `csv` crate writes both as nothing.
-fn copy_select(table: Table, opts: &ExportOptions) -> String {
-    debug_assert_eq!(table, Table::Events);
-    let exprs: Vec<String> = table
+fn events_copy_select(opts: &ExportOptions) -> String {
+    let exprs: Vec<String> = Table::Events
         .columns()
         .iter()
         .map(|c| match *c {
