@@ -718,7 +718,18 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
                 .await?
                 .expect("next meta")
                 .version;
+            // SQLite sorts an index in up to a page cache's worth of memory, on top of
+            // the caches the walk filled: a smaller one for the sort keeps the rebuild's
+            // peak down (the sort spills to a temporary file instead).
+            let sqlite = !tx.is_postgres();
+            if sqlite {
+                tx.exec("PRAGMA cache_size = -8192", &[]).await?;
+            }
             create_indexes(&mut tx, b.as_ref(), v).await?;
+            if sqlite {
+                let normal = format!("PRAGMA cache_size = {}", crate::store::CACHE_SIZE);
+                tx.exec(&normal, &[]).await?;
+            }
             tx.commit().await?;
             indexed = true;
             continue;

@@ -70,6 +70,11 @@ macro_rules! fetch_actions {
 const ACTION_COLUMNS: &str = "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
 
 /// Actions after `$1` in ID order, at most `$2`.
+/// The page cache of every SQLite connection, in KiB as `PRAGMA cache_size` takes it
+/// (negative): 32 MiB (the default is 2 MiB): projection indexes take random inserts,
+/// and a small cache makes them disk-bound.
+pub(crate) const CACHE_SIZE: &str = "-32768";
+
 pub(crate) const ACTIONS_AFTER: &str = "SELECT id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note \
      FROM actions WHERE id > $1 ORDER BY id LIMIT $2";
 /// Actions up to `$3` after the position (`$1`, `$2`) in (case number, ID) order, at
@@ -90,9 +95,7 @@ impl Store {
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(30))
-                // 32 MiB of page cache a connection (the default is 2 MiB): projection
-                // indexes take random inserts, and a small cache makes them disk-bound.
-                .pragma("cache_size", "-32768")
+                .pragma("cache_size", CACHE_SIZE)
                 .foreign_keys(true);
             // A SQLite connection is a file handle that does not go stale: no ping
             // before each use (on the read path that ping is a thread round trip).
@@ -119,7 +122,7 @@ impl Store {
             let opts = SqliteConnectOptions::from_str(url)?
                 .read_only(true)
                 .busy_timeout(Duration::from_secs(30))
-                .pragma("cache_size", "-32768");
+                .pragma("cache_size", CACHE_SIZE);
             // A SQLite connection is a file handle that does not go stale: no ping
             // before each use (on the read path that ping is a thread round trip).
             let pool = SqlitePoolOptions::new()

@@ -48,7 +48,7 @@ fn open(path: &Path, write: bool) -> rusqlite::Result<Connection> {
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON",
         )?;
     }
-    c.execute_batch("PRAGMA cache_size = -32768")?;
+    c.execute_batch(&format!("PRAGMA cache_size = {}", crate::store::CACHE_SIZE))?;
     c.set_prepared_statement_cache_capacity(64);
     Ok(c)
 }
