@@ -725,11 +725,13 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
             if sqlite {
                 tx.exec("PRAGMA cache_size = -8192", &[]).await?;
             }
-            create_indexes(&mut tx, b.as_ref(), v).await?;
+            let built = create_indexes(&mut tx, b.as_ref(), v).await;
+            // The pool's connection gets its cache back whether the indexes were built.
             if sqlite {
                 let normal = format!("PRAGMA cache_size = {}", crate::store::CACHE_SIZE);
                 tx.exec(&normal, &[]).await?;
             }
+            built?;
             tx.commit().await?;
             indexed = true;
             continue;

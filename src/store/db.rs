@@ -69,12 +69,12 @@ macro_rules! fetch_actions {
 
 const ACTION_COLUMNS: &str = "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
 
-/// Actions after `$1` in ID order, at most `$2`.
 /// The page cache of every SQLite connection, in KiB as `PRAGMA cache_size` takes it
 /// (negative): 32 MiB (the default is 2 MiB): projection indexes take random inserts,
 /// and a small cache makes them disk-bound.
 pub(crate) const CACHE_SIZE: &str = "-32768";
 
+/// Actions after `$1` in ID order, at most `$2`.
 pub(crate) const ACTIONS_AFTER: &str = "SELECT id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note \
      FROM actions WHERE id > $1 ORDER BY id LIMIT $2";
 /// Actions up to `$3` after the position (`$1`, `$2`) in (case number, ID) order, at
