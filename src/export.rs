@@ -445,6 +445,20 @@ fn events_copy_select(opts: &ExportOptions) -> String {
     )
 }
 
+/// Starts `COPY ({select}) TO STDOUT{with}` on the export's PostgreSQL transaction.
+async fn copy_out<'t>(
+    tx: &'t mut Tx,
+    select: &str,
+    with: &str,
+) -> Result<futures::stream::BoxStream<'t, sqlx::Result<bytes::Bytes>>, ExportError> {
+    let conn = tx
+        .postgres_conn()
+        .ok_or_else(|| ExportError::Invalid("COPY needs PostgreSQL".into()))?;
+    Ok(conn
+        .copy_out_raw(&format!("COPY ({select}) TO STDOUT{with}"))
+        .await?)
+}
+
 /// Streams the one text column of `select` through `COPY ... TO STDOUT` (text format:
 /// a line a row, backslash escapes) inside the export's snapshot, and gives each value
 /// to `row`; gives the rows.
@@ -455,12 +469,7 @@ async fn copy_lines(
     bar: &Option<indicatif::ProgressBar>,
 ) -> Result<u64, ExportError> {
     use futures::TryStreamExt;
-    let conn = tx
-        .postgres_conn()
-        .ok_or_else(|| ExportError::Invalid("COPY needs PostgreSQL".into()))?;
-    let mut stream = conn
-        .copy_out_raw(&format!("COPY ({select}) TO STDOUT"))
-        .await?;
+    let mut stream = copy_out(tx, select, "").await?;
     let mut rows = 0u64;
     let mut line = |bytes: &[u8]| -> Result<(), ExportError> {
         let text = copy_text_value(bytes)?;
@@ -541,12 +550,7 @@ async fn copy_table(
     bar: &Option<indicatif::ProgressBar>,
 ) -> Result<u64, ExportError> {
     use futures::TryStreamExt;
-    let conn = tx
-        .postgres_conn()
-        .ok_or_else(|| ExportError::Invalid("COPY needs PostgreSQL".into()))?;
-    let mut stream = conn
-        .copy_out_raw(&format!("COPY ({select}) TO STDOUT WITH (FORMAT csv)"))
-        .await?;
+    let mut stream = copy_out(tx, select, " WITH (FORMAT csv)").await?;
     let mut count = RecordCounter::default();
     while let Some(chunk) = stream.try_next().await? {
         let n = count.feed(&chunk);
