@@ -37,6 +37,15 @@ fn same(a: &[isir::source::Action], b: &[isir::source::Action], what: &str) {
     );
 }
 
+/// Whether the replica's index `actions (case_number, id)` exists.
+async fn has_case_index(store: &isir::store::Store, b: Backend) -> bool {
+    let sql = match b {
+        Backend::Sqlite => "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = $1",
+        Backend::Postgres => "SELECT COUNT(*) FROM pg_indexes WHERE indexname = $1",
+    };
+    common::count(store, sql, "actions_case").await == 1
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap() {
@@ -66,12 +75,24 @@ async fn across(from: Backend, to: Backend) {
     let db2 = common::fresh_db(to).await;
     let mut s2 = common::settings(&url, &db2);
     s2.poll.max_batches_per_tick = 1000;
-    let a2 = common::app(s2).await;
+    let a2 = common::app(s2.clone()).await;
     let r = snapshot::restore(&a2.store, &a2.lease, &snap, false, false)
         .await
         .unwrap();
     assert_eq!(r.actions, 12_000);
     assert_eq!(a2.store.checkpoint().await.unwrap(), m.checkpoint);
+    // The restore builds the replica's case index after its commit; one that died in
+    // between leaves it missing, and the next start builds it.
+    assert!(has_case_index(&a2.store, to).await, "built by the restore");
+    let mut tx = isir::projection::sql::Tx::begin(&a2.store).await.unwrap();
+    tx.exec("DROP INDEX actions_case", &[]).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(!has_case_index(&a2.store, to).await);
+    let a2 = common::app(s2.clone()).await;
+    assert!(
+        has_case_index(&a2.store, to).await,
+        "built again at the start"
+    );
     sim.publish(3_000);
     let before = sim.stats().requests_total;
     let t = a2.poller().unwrap().poll_once().await;

@@ -60,8 +60,12 @@ pub struct AdminOptions {
     pub key_sha256: Option<String>,
 }
 
+/// What every handler reads, shared behind one `Arc`: a request clones the state a few
+/// times (router, middleware), and one reference count is cheaper than one per field.
 #[derive(Clone)]
-pub struct ApiState {
+pub struct ApiState(Arc<Shared>);
+
+pub struct Shared {
     pub store: Store,
     pub opts: Arc<ApiOptions>,
     pub(crate) limiter: Arc<guard::Limiter>,
@@ -74,11 +78,18 @@ pub struct ApiState {
     pub(crate) direct: Option<Arc<crate::store::direct::Pool>>,
 }
 
+impl std::ops::Deref for ApiState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
 impl ApiState {
     pub fn new(store: Store, opts: ApiOptions) -> Self {
         crate::telemetry::init();
         let limiter = Arc::new(guard::limiter(opts.rate_per_second, opts.burst));
-        ApiState {
+        ApiState(Arc::new(Shared {
             opts: Arc::new(opts),
             limiter,
             meta: Arc::new(std::sync::Mutex::new(None)),
@@ -86,16 +97,21 @@ impl ApiState {
             admin: Arc::new(AdminOptions::default()),
             direct: crate::store::direct::Pool::for_store(&store, 16),
             store,
-        }
+        }))
+    }
+
+    /// The state while it is being configured, before any clone exists.
+    fn building(&mut self) -> &mut Shared {
+        Arc::get_mut(&mut self.0).expect("the API state is configured before it is shared")
     }
 
     pub fn with_status(mut self, src: crate::status::StatusSource) -> Self {
-        self.status = Some(Arc::new(src));
+        self.building().status = Some(Arc::new(src));
         self
     }
 
     pub fn with_admin(mut self, admin: AdminOptions) -> Self {
-        self.admin = Arc::new(admin);
+        self.building().admin = Arc::new(admin);
         self
     }
 }

@@ -634,7 +634,7 @@ pub(crate) async fn subjects(
             if i > 0 {
                 body.push(',');
             }
-            if !pii && columns::PII_FIELDS.iter().any(|k| r.contains(k)) {
+            if !pii && columns::may_hold_pii(r) {
                 let v: Value = serde_json::from_str(r).map_err(Problem::internal)?;
                 body.push_str(&queries::mask(v).to_string());
             } else {

@@ -149,7 +149,17 @@ impl Store {
             Store::Sqlite(p) => sqlx::migrate!("migrations/sqlite").run(p).await?,
             Store::Postgres(p) => sqlx::migrate!("migrations/postgres").run(p).await?,
         }
+        self.ensure_indexes().await?;
         Ok(())
+    }
+
+    /// Builds the replica's secondary index `actions (case_number, id)` if it is missing:
+    /// a snapshot restore into an empty store drops it and builds it after its commit,
+    /// so a process that died in between leaves it to the next start. Instant when the
+    /// index exists.
+    pub async fn ensure_indexes(&self) -> Result<(), sqlx::Error> {
+        let sql = "CREATE INDEX IF NOT EXISTS actions_case ON actions (case_number, id)";
+        both!(self, |p| sqlx::query(sql).execute(p).await.map(|_| ()))
     }
 
     pub fn backend(&self) -> &'static str {
