@@ -19,6 +19,7 @@ use axum::Router;
 
 use crate::store::Store;
 pub use problem::Problem;
+pub use queries::subjects_sql;
 
 #[derive(Clone, Debug)]
 pub struct ApiOptions {

@@ -79,11 +79,7 @@ pub async fn subjects_text(
     after: &[String],
     limit: i64,
 ) -> Result<Vec<String>, Problem> {
-    debug_assert!(["ico", "rc", "name_key"].contains(&col));
-    let sql = format!(
-        "SELECT doc FROM parties WHERE {col} = $1 AND (case_number, court, person_id) > ($2, $3, $4) \
-         ORDER BY case_number, court, person_id LIMIT $5"
-    );
+    let sql = subjects_sql(col);
     let binds = [
         key.into(),
         after[0].as_str().into(),
@@ -92,6 +88,19 @@ pub async fn subjects_text(
         Val::from(limit),
     ];
     Ok(tx.texts(&sql, &binds).await?)
+}
+
+/// The statement of [`subjects_text`]: `$1` the key, `$2..$4` the keyset position,
+/// `$5` the limit. The index `(col, case_number, court, person_id)` answers it in order.
+pub fn subjects_sql(col: &str) -> String {
+    assert!(
+        ["ico", "rc", "name_key"].contains(&col),
+        "no search key {col}"
+    );
+    format!(
+        "SELECT doc FROM parties WHERE {col} = $1 AND (case_number, court, person_id) > ($2, $3, $4) \
+         ORDER BY case_number, court, person_id LIMIT $5"
+    )
 }
 
 /// The persons of one case (debtors, creditors, administrators), by role and name.

@@ -196,9 +196,18 @@ impl Builder for Parties {
                  role TEXT, kind TEXT, ico TEXT, rc TEXT, name_key TEXT, latest_action_id BIGINT NOT NULL, \
                  doc TEXT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
             ),
-            format!("CREATE INDEX parties_v{v}_ico ON parties_v{v} (ico)"),
-            format!("CREATE INDEX parties_v{v}_rc ON parties_v{v} (rc)"),
-            format!("CREATE INDEX parties_v{v}_name ON parties_v{v} (name_key)"),
+            // Each search key with the table's key after it: a lookup reads its persons
+            // in the keyset order of `/v1/subjects` and stops at the page's end, however
+            // many cases share the key (a bank's IČO is in thousands).
+            format!(
+                "CREATE INDEX parties_v{v}_ico ON parties_v{v} (ico, case_number, court, person_id)"
+            ),
+            format!(
+                "CREATE INDEX parties_v{v}_rc ON parties_v{v} (rc, case_number, court, person_id)"
+            ),
+            format!(
+                "CREATE INDEX parties_v{v}_name ON parties_v{v} (name_key, case_number, court, person_id)"
+            ),
             format!(
                 "CREATE TABLE party_history_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
                  action_id BIGINT NOT NULL, person TEXT NOT NULL, PRIMARY KEY (case_number, court, person_id, action_id))"
