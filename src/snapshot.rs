@@ -537,7 +537,7 @@ async fn load(
     if bulk {
         // After the commit, on a file whose WAL has been copied back: built inside the
         // load's transaction, every page read went through a WAL as large as the replica
-        // (a third of a restore's time on SQLite). It is an index, not data: should the
+        // (a quarter of a restore's time on SQLite). It is an index, not data: should the
         // process die before it exists, `Store::migrate` builds it at the next start.
         store
             .ensure_indexes()

@@ -156,10 +156,23 @@ impl Store {
     /// Builds the replica's secondary index `actions (case_number, id)` if it is missing:
     /// a snapshot restore into an empty store drops it and builds it after its commit,
     /// so a process that died in between leaves it to the next start. Instant when the
-    /// index exists.
+    /// index exists (looked up first: PostgreSQL's `IF NOT EXISTS` would still lock the
+    /// table against the writer).
     pub async fn ensure_indexes(&self) -> Result<(), sqlx::Error> {
-        let sql = "CREATE INDEX IF NOT EXISTS actions_case ON actions (case_number, id)";
-        both!(self, |p| sqlx::query(sql).execute(p).await.map(|_| ()))
+        let exists = match self {
+            Store::Sqlite(_) => {
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = 'actions_case'"
+            }
+            Store::Postgres(_) => {
+                "SELECT COUNT(*) FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'actions_case'"
+            }
+        };
+        let n: i64 = both!(self, |p| sqlx::query_scalar(exists).fetch_one(p).await?);
+        if n == 0 {
+            let sql = "CREATE INDEX IF NOT EXISTS actions_case ON actions (case_number, id)";
+            both!(self, |p| sqlx::query(sql).execute(p).await.map(|_| ()))?;
+        }
+        Ok(())
     }
 
     pub fn backend(&self) -> &'static str {
