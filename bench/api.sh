@@ -48,22 +48,8 @@ trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$WORK
 sqlite3 "$DB" "SELECT year || '/' || number || '|' || replace(case_number, ' ', '%20') FROM cases WHERE year <= 2100 ORDER BY random() LIMIT 2000" >"$WORK/cases"
 sqlite3 "$DB" "SELECT DISTINCT ico FROM parties WHERE ico IS NOT NULL AND role = 'DLUŽNÍK' ORDER BY random() LIMIT 2000" >"$WORK/icos"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-lua() { # $1: file of values, $2: path template with %s
-    cat >"$WORK/$3.lua" <<LUA
-local vals = {}
-for line in io.lines("$1") do vals[#vals + 1] = line end
-local i = 0
-request = function()
-  i = i % #vals + 1
-  return wrk.format("GET", string.format("$2", vals[i]))
-end
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %d %.0f %.3f %.3f %d\n", summary.requests,
-    summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
-    latency:percentile(99) / 1000, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.timeout))
-end
-LUA
-}
+source bench/lib.sh
+lua() { wrk_script "$1" "$2" "$WORK/$3.lua"; } # $1: file of values, $2: path template with %s
 cut -d'|' -f1 "$WORK/cases" >"$WORK/isir_cases"
 cut -d'|' -f2 "$WORK/cases" >"$WORK/ds_cases"
 lua "$WORK/isir_cases" "/v1/cases/%s" isir_case

@@ -17,3 +17,22 @@ bench_setup() {
     export ISIR_POLL__MAX_BATCHES_PER_TICK=100000000
     export ISIR_LOG=warn
 }
+
+# A wrk script that requests `$2` (a path with one %s) for each line of the file `$1` in
+# turn, and prints `RESULT requests req/s p50_ms p99_ms errors` when done; written to `$3`.
+wrk_script() {
+    cat >"$3" <<LUA
+local vals = {}
+for line in io.lines("$1") do vals[#vals + 1] = line end
+local i = 0
+request = function()
+  i = i % #vals + 1
+  return wrk.format("GET", string.format("$2", vals[i]))
+end
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %d %.0f %.3f %.3f %d\n", summary.requests,
+    summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
+    latency:percentile(99) / 1000, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.timeout))
+end
+LUA
+}
