@@ -289,15 +289,7 @@ async fn write_table(
             } else {
                 " || char(31) || "
             };
-            let exprs: Vec<String> = cols
-                .iter()
-                .map(|c| match *c {
-                    "secondary_action" | "secondary_document" => {
-                        format!("CASE WHEN {c} THEN 'true' ELSE 'false' END")
-                    }
-                    c => format!("COALESCE(CAST({c} AS TEXT), '')"),
-                })
-                .collect();
+            let exprs = event_cells(|c| format!("COALESCE(CAST({c} AS TEXT), '')"));
             let sql = format!(
                 "SELECT {} FROM timeline WHERE action_id > $1 ORDER BY action_id LIMIT $2",
                 exprs.join(sep)
@@ -422,21 +414,28 @@ async fn write_table(
     Ok(rows)
 }
 
-/// The query whose rows `COPY ... TO STDOUT` sends as the events table on PostgreSQL:
-/// the same columns, order and cell text as the row-by-row path, which it must equal
-/// (tested). Empty texts are sent as NULL: COPY quotes an empty string (`""`) to tell it
-/// from NULL, the `csv` crate writes both as nothing.
-fn events_copy_select(opts: &ExportOptions) -> String {
-    let exprs: Vec<String> = Table::Events
+/// The SQL expression of each events column as its cell text, in the table's order: the
+/// booleans as `true`/`false`, every other column through `text` (which says how an
+/// empty or NULL value is sent).
+fn event_cells(text: impl Fn(&str) -> String) -> Vec<String> {
+    Table::Events
         .columns()
         .iter()
         .map(|c| match *c {
             "secondary_action" | "secondary_document" => {
                 format!("CASE WHEN {c} THEN 'true' ELSE 'false' END")
             }
-            c => format!("NULLIF(CAST({c} AS TEXT), '')"),
+            c => text(c),
         })
-        .collect();
+        .collect()
+}
+
+/// The query whose rows `COPY ... TO STDOUT` sends as the events table on PostgreSQL:
+/// the same columns, order and cell text as the row-by-row path, which it must equal
+/// (tested). Empty texts are sent as NULL: COPY quotes an empty string (`""`) to tell it
+/// from NULL, the `csv` crate writes both as nothing.
+fn events_copy_select(opts: &ExportOptions) -> String {
+    let exprs = event_cells(|c| format!("NULLIF(CAST({c} AS TEXT), '')"));
     // An integer, so formatting it into the statement is safe (COPY takes no parameters).
     let after = opts.since_watermark.unwrap_or(-1);
     format!(

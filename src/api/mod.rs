@@ -68,12 +68,12 @@ pub struct ApiState(Arc<Shared>);
 
 pub struct Shared {
     pub store: Store,
-    pub opts: Arc<ApiOptions>,
-    pub(crate) limiter: Arc<guard::Limiter>,
-    pub(crate) meta: Arc<std::sync::Mutex<Option<(std::time::Instant, (routes::Watermark, bool))>>>,
+    pub opts: ApiOptions,
+    pub(crate) limiter: guard::Limiter,
+    pub(crate) meta: std::sync::Mutex<Option<(std::time::Instant, (routes::Watermark, bool))>>,
     /// What the status page reads; without it the page says so.
-    pub status: Option<Arc<crate::status::StatusSource>>,
-    pub admin: Arc<AdminOptions>,
+    pub status: Option<crate::status::StatusSource>,
+    pub admin: AdminOptions,
     /// Direct read connections for one-statement answers on a SQLite file (see
     /// [`crate::store::direct`]); `None` on PostgreSQL.
     pub(crate) direct: Option<Arc<crate::store::direct::Pool>>,
@@ -89,13 +89,12 @@ impl std::ops::Deref for ApiState {
 impl ApiState {
     pub fn new(store: Store, opts: ApiOptions) -> Self {
         crate::telemetry::init();
-        let limiter = Arc::new(guard::limiter(opts.rate_per_second, opts.burst));
         ApiState(Arc::new(Shared {
-            opts: Arc::new(opts),
-            limiter,
-            meta: Arc::new(std::sync::Mutex::new(None)),
+            limiter: guard::limiter(opts.rate_per_second, opts.burst),
+            opts,
+            meta: std::sync::Mutex::new(None),
             status: None,
-            admin: Arc::new(AdminOptions::default()),
+            admin: AdminOptions::default(),
             direct: crate::store::direct::Pool::for_store(&store, 16),
             store,
         }))
@@ -107,12 +106,12 @@ impl ApiState {
     }
 
     pub fn with_status(mut self, src: crate::status::StatusSource) -> Self {
-        self.building().status = Some(Arc::new(src));
+        self.building().status = Some(src);
         self
     }
 
     pub fn with_admin(mut self, admin: AdminOptions) -> Self {
-        self.building().admin = Arc::new(admin);
+        self.building().admin = admin;
         self
     }
 }
