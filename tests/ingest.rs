@@ -515,3 +515,69 @@ async fn start_id_backfills_from_anywhere() {
         sim.truth_after(from, usize::MAX)
     );
 }
+
+/// A SQLite replica written under the first schema (`actions` WITHOUT ROWID) keeps every
+/// action, its checkpoint and its index through the migration to the rowid table, and
+/// the writer goes on after it.
+#[tokio::test]
+async fn sqlite_upgrade_to_the_rowid_table_keeps_the_replica() {
+    let sim = isir::sim::Simulator::new(isir::sim::SimOptions {
+        actions: 300,
+        ..Default::default()
+    });
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let store = isir::store::Store::connect(&db.url, 2).await.unwrap();
+    let isir::store::Store::Sqlite(pool) = &store else {
+        unreachable!()
+    };
+    let all = sqlx::migrate!("migrations/sqlite");
+    let first_two = sqlx::migrate::Migrator {
+        migrations: all.migrations[..2].to_vec().into(),
+        ..sqlx::migrate::Migrator::DEFAULT
+    };
+    first_two.run(pool).await.unwrap();
+    let table_sql = || async {
+        sqlx::query_scalar::<_, String>(
+            "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'actions'",
+        )
+        .fetch_one(pool)
+        .await
+        .unwrap()
+    };
+    assert!(table_sql().await.contains("WITHOUT ROWID"));
+    let e = store.register_epoch(1).await.unwrap();
+    let p1 = page_of(&sim, -1, 200);
+    store.write_page(e, None, &p1).await.unwrap();
+
+    store.migrate().await.unwrap();
+    let sql = table_sql().await;
+    assert!(
+        !sql.contains("WITHOUT ROWID") && sql.contains("INTEGER PRIMARY KEY"),
+        "{sql}"
+    );
+    assert_eq!(
+        common::all_actions(&store).await,
+        p1.actions().cloned().collect::<Vec<_>>()
+    );
+    assert_eq!(store.checkpoint().await.unwrap(), p1.last_id());
+    let index: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pragma_index_list('actions') WHERE name = 'actions_case'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(index, 1, "the actions_case index is there again");
+    // The writer resumes after the upgrade, and the ID is still the one key.
+    let p2 = page_of(&sim, p1.last_id().unwrap(), 100);
+    store.write_page(e, p1.last_id(), &p2).await.unwrap();
+    assert_eq!(store.count_actions().await.unwrap(), 300);
+    let dup = sqlx::query(
+        "INSERT INTO actions SELECT * FROM actions WHERE id = (SELECT MIN(id) FROM actions)",
+    )
+    .execute(pool)
+    .await;
+    assert!(
+        dup.is_err(),
+        "a second row with the same action ID is refused"
+    );
+}
