@@ -599,6 +599,9 @@ impl Walker {
     }
 }
 
+/// Reads of a case-ordered rebuild walk that share one read transaction.
+const READS_A_SNAPSHOT: usize = 16;
+
 /// Reads and parses a rebuild's batches on a thread of its own, one batch ahead of the
 /// builder, on a direct connection. The thread ends at the end of the walk, on an error
 /// (sent), or when the receiver is dropped.
@@ -612,19 +615,39 @@ fn spawn_reader(
         // (the OS caches the file) keeps the rebuild's memory down. Read case by case,
         // a page holds actions of many cases and is read again for each: keep the cache.
         let opened = crate::store::direct::Conn::open(&path).and_then(|c| {
-            if matches!(w.walk, Walk::ById) {
-                c.conn().execute_batch("PRAGMA cache_size = -2048")?;
-            }
+            let kib = if matches!(w.walk, Walk::ById) {
+                2048
+            } else {
+                8192
+            };
+            c.conn()
+                .execute_batch(&format!("PRAGMA cache_size = -{kib}"))?;
             Ok(c)
         });
-        let conn = match opened {
+        let mut conn = match opened {
             Ok(c) => c,
             Err(e) => {
                 let _ = tx.blocking_send(Err(crate::store::direct::to_sqlx(e).into()));
                 return;
             }
         };
+        // Case by case, the reads share one read transaction per window of reads: a read
+        // that starts its own after the builder's commit finds the replica's file changed
+        // and drops its whole page cache, and SQLite's allocator then gives the cache's
+        // memory back to the system only to fault it in again for the next read. The
+        // walk stops at a head fixed at its start, so a snapshot held a while sees the
+        // same actions; it is renewed each window so that the checkpointer can reclaim
+        // the WAL behind the builder's writes.
+        let by_case = matches!(w.walk, Walk::ByCase { .. });
+        let mut reads = 0usize;
         while !w.finished {
+            if by_case && reads % READS_A_SNAPSHOT == 0 {
+                if let Err(e) = conn.commit().and_then(|_| conn.begin()) {
+                    let _ = tx.blocking_send(Err(crate::store::direct::to_sqlx(e).into()));
+                    return;
+                }
+            }
+            reads += 1;
             let read = match w.read_direct(conn.conn()) {
                 Ok(r) => r,
                 Err(e) => {
