@@ -377,6 +377,22 @@ impl Tx {
             vec!["?"; n].join(",")
         }
     }
+
+    /// Placeholders for `rows` tuples of `width` values, `(…),(…)`, that hold all of a
+    /// statement's parameters (a `VALUES` list to match row values against).
+    pub fn tuples(&self, rows: usize, width: usize) -> String {
+        (0..rows)
+            .map(|r| {
+                let inner = if self.is_postgres() {
+                    placeholders(1 + r * width, width)
+                } else {
+                    vec!["?"; width].join(",")
+                };
+                format!("({inner})")
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
 }
 
 #[cfg(test)]
