@@ -613,7 +613,9 @@ fn spawn_reader(
     std::thread::spawn(move || {
         // Read in ID order, the replica's pages are each read once: a small page cache
         // (the OS caches the file) keeps the rebuild's memory down. Read case by case,
-        // a page holds actions of many cases and is read again for each: keep the cache.
+        // a page holds actions of many cases and is read again for each, but a case's
+        // actions are spread over the whole file: 8 MiB was faster than 32 MiB on a
+        // 2.9-million-action replica (parties 27.5 s against 37.5 s) and held less.
         let opened = crate::store::direct::Conn::open(&path).and_then(|c| {
             let kib = if matches!(w.walk, Walk::ById) {
                 2048
