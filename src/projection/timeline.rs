@@ -143,9 +143,13 @@ impl Builder for Timeline {
 
     fn ddl(&self, v: i64, pg: bool) -> Vec<String> {
         let b = if pg { "BOOLEAN" } else { "INTEGER" };
+        // On SQLite only `INTEGER PRIMARY KEY` makes the action ID the rowid; `BIGINT`
+        // would keep a hidden rowid and a second b-tree (the key's index) to write for
+        // every event.
+        let key = if pg { "BIGINT" } else { "INTEGER" };
         vec![
             format!(
-                "CREATE TABLE timeline_v{v} (action_id BIGINT PRIMARY KEY, case_number TEXT NOT NULL, court TEXT, \
+                "CREATE TABLE timeline_v{v} (action_id {key} PRIMARY KEY, case_number TEXT NOT NULL, court TEXT, \
                  type_code TEXT NOT NULL, type_name TEXT NOT NULL, source_type_name TEXT NOT NULL, section TEXT, \
                  number_in_section BIGINT, document_url TEXT, published TEXT NOT NULL, created TEXT NOT NULL, \
                  slot_action_id BIGINT, secondary_action {b} NOT NULL, secondary_document {b} NOT NULL, \
