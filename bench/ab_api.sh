@@ -6,10 +6,10 @@
 set -euo pipefail
 OLD="$1"; NEW="$2"; DB="${3:-bench/data/api-1000000.db}"; ROUNDS="${4:-2}"
 W="$(mktemp -d)"; trap 'rm -rf "$W"' EXIT
-sqlite3 "$DB" "SELECT year || '/' || number FROM cases WHERE year <= 2100 ORDER BY random() LIMIT 2000" >"$W/cases"
-sqlite3 "$DB" "SELECT DISTINCT ico FROM parties WHERE ico IS NOT NULL AND role = 'DLUŽNÍK' ORDER BY random() LIMIT 2000" >"$W/icos"
 source "$(dirname "$0")/lib.sh"
-wrk_script "$W/cases" "/v1/cases/%s" "$W/cases.lua"
+pick_lookups "$DB" "$W"
+cut -d'|' -f1 "$W/cases" >"$W/case_paths"
+wrk_script "$W/case_paths" "/v1/cases/%s" "$W/cases.lua"
 wrk_script "$W/icos" "/v1/subjects?ico=%s" "$W/icos.lua"
 PORT=$((20000 + RANDOM % 20000))
 for _ in $(seq "$ROUNDS"); do

@@ -42,13 +42,10 @@ echo "projection: $N_CASES cases, $(sqlite3 "$DB" "SELECT COUNT(*) FROM parties"
 WORK="$(mktemp -d)"
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
-# 2000 random cases and 2000 random debtor IČOs, the same for both servers.
-# (The simulator's clock runs past 2100 in a stream this long; the API takes years
-# 2008-2100, so lookups are drawn from those.)
-sqlite3 "$DB" "SELECT year || '/' || number || '|' || replace(case_number, ' ', '%20') FROM cases WHERE year <= 2100 ORDER BY random() LIMIT 2000" >"$WORK/cases"
-sqlite3 "$DB" "SELECT DISTINCT ico FROM parties WHERE ico IS NOT NULL AND role = 'DLUŽNÍK' ORDER BY random() LIMIT 2000" >"$WORK/icos"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 source bench/lib.sh
+# 2000 random cases and 2000 random debtor IČOs, the same for both servers.
+pick_lookups "$DB" "$WORK"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 lua() { wrk_script "$1" "$2" "$WORK/$3.lua"; } # $1: file of values, $2: path template with %s
 cut -d'|' -f1 "$WORK/cases" >"$WORK/isir_cases"
 cut -d'|' -f2 "$WORK/cases" >"$WORK/ds_cases"

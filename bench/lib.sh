@@ -36,3 +36,11 @@ done = function(summary, latency, requests)
 end
 LUA
 }
+
+# 2000 random cases (`year/number|case number`, the case number URL-encoded) and 2000
+# random debtor IČOs of the API fixture `$1`, written to `$2/cases` and `$2/icos`. (The
+# simulator's clock runs past 2100 in a long stream; the API takes years 2008-2100.)
+pick_lookups() {
+    sqlite3 "$1" "SELECT year || '/' || number || '|' || replace(case_number, ' ', '%20') FROM cases WHERE year <= 2100 ORDER BY random() LIMIT 2000" >"$2/cases"
+    sqlite3 "$1" "SELECT DISTINCT ico FROM parties WHERE ico IS NOT NULL AND role = 'DLUŽNÍK' ORDER BY random() LIMIT 2000" >"$2/icos"
+}
