@@ -42,17 +42,6 @@ impl App {
             .init_setting("phase", &settings.phase.initial)
             .await
             .context("initialising the phase")?;
-        store
-            .set_setting(
-                "redact_replica",
-                if settings.projection.redact_replica {
-                    "true"
-                } else {
-                    "false"
-                },
-            )
-            .await
-            .context("recording projection.redact_replica")?;
         let (lease, budget, redis) = Self::lease_and_budget(&settings, &store)?;
         Ok(App {
             settings,
@@ -61,6 +50,25 @@ impl App {
             budget: Arc::new(budget),
             redis,
         })
+    }
+
+    /// Records the settings the builders of every process read from the store
+    /// (`projection.redact_replica`). Only the daemon calls it: `isir status` and the
+    /// other commands, run without the daemon's configuration, must not change what the
+    /// daemon set. Unrecorded, the builders redact (the default).
+    pub async fn record_settings(&self) -> anyhow::Result<()> {
+        self.store
+            .set_setting(
+                "redact_replica",
+                if self.settings.projection.redact_replica {
+                    "true"
+                } else {
+                    "false"
+                },
+            )
+            .await
+            .context("recording projection.redact_replica")?;
+        Ok(())
     }
 
     /// The lease and the budget the settings name (Redis or the database), without

@@ -82,9 +82,14 @@ pub enum Command {
         /// Only events after this action ID (a previous export's watermark).
         #[arg(long)]
         since_watermark: Option<i64>,
-        /// Include birth numbers and birth dates.
+        /// Include personal data (birth numbers and dates, person IDs); the files are
+        /// then readable by their owner only.
         #[arg(long)]
         include_pii: bool,
+        /// Write cells as they are, without the CSV formula guard (a leading `'` before
+        /// a text starting with `=`, `+`, `-`, `@`, a tab or a carriage return).
+        #[arg(long)]
+        no_formula_guard: bool,
         /// A previous export: its watermark names the erasures to list.
         #[arg(long)]
         previous: Option<PathBuf>,
@@ -180,6 +185,10 @@ pub enum SnapshotCmd {
         /// Actions a chunk file holds.
         #[arg(long, default_value_t = crate::snapshot::CHUNK_ACTIONS)]
         chunk: i64,
+        /// Keep erased debtors' personal data in the raw notes (by default the notes of
+        /// erased cases are redacted, as `projection.redact_replica` does).
+        #[arg(long)]
+        include_pii: bool,
     },
     /// Load a snapshot (verified before it commits), set the checkpoint to its
     /// watermark and build the projections. Stop the daemon first.
@@ -353,6 +362,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
             gzip,
             since_watermark,
             include_pii,
+            no_formula_guard,
             previous,
         } => {
             let settings = Settings::load(cli.config.as_deref())?;
@@ -383,6 +393,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<i32> {
                     gzip,
                     since_watermark,
                     include_pii,
+                    formula_guard: !no_formula_guard && settings.export.formula_guard,
                     previous_watermark,
                     progress: std::io::stderr().is_terminal(),
                 },
@@ -703,9 +714,15 @@ pub async fn serve(
 async fn snapshot(app: &App, cmd: SnapshotCmd) -> anyhow::Result<i32> {
     let tty = std::io::stderr().is_terminal();
     match cmd {
-        SnapshotCmd::Create { out, after, chunk } => {
+        SnapshotCmd::Create {
+            out,
+            after,
+            chunk,
+            include_pii,
+        } => {
             let out = out.unwrap_or_else(crate::snapshot::default_dir);
-            let m = crate::snapshot::create(&app.store, &out, after, chunk, tty).await?;
+            let m =
+                crate::snapshot::create(&app.store, &out, after, chunk, tty, include_pii).await?;
             println!(
                 "snapshot of {} actions in {} chunks written to {} (checkpoint {})",
                 m.actions,
@@ -833,6 +850,7 @@ async fn fetch(app: &App, after: i64, pages: u32, format: Format) -> anyhow::Res
 
 /// The daemon loop: a tick, then wait `poll.period_secs` or until shutdown.
 pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Result<()> {
+    app.record_settings().await?;
     let mut poller = app.poller()?;
     let period = Duration::from_secs(app.settings.poll.period_secs);
     let bar = std::io::stderr().is_terminal().then(|| {
@@ -866,6 +884,7 @@ pub async fn run_daemon(app: &App, mut shutdown: watch::Receiver<bool>) -> anyho
                 keep: app.settings.export.keep,
                 gzip: app.settings.export.gzip,
                 include_pii: app.settings.export.include_pii,
+                formula_guard: app.settings.export.formula_guard,
                 tables: app
                     .settings
                     .export

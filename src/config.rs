@@ -42,8 +42,12 @@ pub struct ExportSettings {
     /// Nightly exports kept; older ones are removed. 7.
     pub keep: usize,
     pub gzip: bool,
-    /// Birth numbers and dates in the files.
+    /// Personal data (birth numbers and dates, person IDs) in the files, which are then
+    /// readable by their owner only.
     pub include_pii: bool,
+    /// The CSV formula guard: a text cell starting with `=`, `+`, `-`, `@`, a tab or a
+    /// carriage return gets a leading `'`, so a spreadsheet does not run it. On.
+    pub formula_guard: bool,
     /// Tables exported: cases, parties, events, stats.
     pub tables: Vec<String>,
 }
@@ -56,6 +60,7 @@ impl Default for ExportSettings {
             keep: 7,
             gzip: true,
             include_pii: false,
+            formula_guard: true,
             tables: ["cases", "parties", "events", "stats"]
                 .map(String::from)
                 .to_vec(),
@@ -142,8 +147,9 @@ pub struct ProjectionSettings {
     /// Wait after a stored page before building, to batch pages. 1000 ms.
     pub debounce_ms: u64,
     /// On a § 425 erasure, also redact the debtor's personal data inside the raw replica
-    /// rows of the case. Off: by default the replica stays a faithful copy of the source
-    /// and only reader-facing tables are cleaned.
+    /// rows of the case (every row, before and after the erasure). On: the register
+    /// itself withdraws the data, and a copy kept without purpose is still personal
+    /// data we hold (`docs/runbooks/erasure.md` argues it).
     pub redact_replica: bool,
 }
 
@@ -154,7 +160,7 @@ impl Default for ProjectionSettings {
             rebuild_chunk: 5_000,
             every_secs: 30,
             debounce_ms: 1000,
-            redact_replica: false,
+            redact_replica: true,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod export;
 pub mod lease;
 pub mod phase;
 pub mod poller;
+pub mod privacy;
 pub mod projection;
 pub mod projector;
 pub mod redis_conn;

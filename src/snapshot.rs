@@ -70,6 +70,18 @@ pub struct SnapshotManifest {
     pub checkpoint: Option<i64>,
     pub actions: i64,
     pub chunks: Vec<Chunk>,
+    /// Whether erased debtors' personal data are in (`--include-pii`); without it the
+    /// notes of every erased case are redacted as `projection.redact_replica` redacts
+    /// them. Snapshots before this field held everything.
+    #[serde(default = "yes")]
+    pub include_pii: bool,
+    /// The erased cases whose notes were redacted.
+    #[serde(default)]
+    pub redacted_cases: i64,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn action_json_sql(pg: bool) -> String {
@@ -126,7 +138,8 @@ type ChunkWriter = flate2::write::GzEncoder<HashWrite<std::io::BufWriter<std::fs
 
 fn open_chunk(dir: &Path, n: usize) -> std::io::Result<(String, ChunkWriter)> {
     let name = format!("actions-{n:05}.ndjson.gz");
-    let f = std::fs::File::create(dir.join(&name))?;
+    // A snapshot holds personal data: its files are its owner's only.
+    let f = crate::privacy::create_private_file(&dir.join(&name))?;
     Ok((
         name,
         flate2::write::GzEncoder::new(
@@ -148,13 +161,16 @@ fn close_chunk(w: ChunkWriter) -> std::io::Result<String> {
 }
 
 /// Writes a snapshot of the replica into `out` (which must not exist or be empty),
-/// through a staging directory renamed when complete. `after`: only actions above it.
+/// through a staging directory renamed when complete, readable by its owner only.
+/// `after`: only actions above it. Without `include_pii` the notes of erased cases are
+/// redacted ([`crate::privacy::redact_note`]).
 pub async fn create(
     store: &Store,
     out: &Path,
     after: i64,
     chunk_actions: i64,
     progress: bool,
+    include_pii: bool,
 ) -> Result<SnapshotManifest, SnapshotError> {
     if chunk_actions < 1 {
         return Err(SnapshotError::Other("chunk size must be positive".into()));
@@ -170,8 +186,8 @@ pub async fn create(
     if let Some(p) = staging.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(p)?;
     }
-    std::fs::create_dir_all(&staging)?;
-    match create_in(store, &staging, after, chunk_actions, progress).await {
+    crate::privacy::create_private_dir(&staging)?;
+    match create_in(store, &staging, after, chunk_actions, progress, include_pii).await {
         Ok(m) => {
             if out.exists() {
                 std::fs::remove_dir(out)?;
@@ -192,6 +208,7 @@ async fn create_in(
     after: i64,
     chunk_actions: i64,
     progress: bool,
+    include_pii: bool,
 ) -> Result<SnapshotManifest, SnapshotError> {
     let mut tx = Tx::begin_read_direct(store).await?;
     let checkpoint = tx
@@ -221,10 +238,39 @@ async fn create_in(
     } else {
         None
     };
-    // Each row comes as `ID JSON`: the JSON line built by the database is written as
-    // it is (restore parses it into an action), the ID keeps the chunk's bounds.
+    // The erased cases, from the replica itself (the projections may not be built):
+    // an action of an erasure type, or a note naming `datumVyskrtnuti`, anywhere up to
+    // the checkpoint.
+    let erased: std::collections::HashSet<String> = if include_pii {
+        Default::default()
+    } else {
+        let types: Vec<String> = crate::privacy::ERASURE_TYPES
+            .iter()
+            .map(|t| format!("'{t}'"))
+            .collect();
+        tx.texts(
+            &format!(
+                "SELECT DISTINCT case_number FROM actions WHERE id <= $1 AND \
+                 (type_code IN ({}) OR note LIKE '%datumVyskrtnuti%')",
+                types.join(", ")
+            ),
+            &[upto.into()],
+        )
+        .await?
+        .into_iter()
+        .collect()
+    };
+    // Each row comes as `ID US case US JSON` (US: U+001F, which XML text cannot hold):
+    // the JSON line built by the database is written as it is (restore parses it into
+    // an action), but an erased case's, whose note is redacted first; the ID keeps the
+    // chunk's bounds.
+    let us = if tx.is_postgres() {
+        "chr(31)"
+    } else {
+        "char(31)"
+    };
     let sql = format!(
-        "SELECT CAST(id AS TEXT) || ' ' || {} FROM actions WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3",
+        "SELECT CAST(id AS TEXT) || {us} || case_number || {us} || {} FROM actions WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3",
         action_json_sql(tx.is_postgres())
     );
     let mut chunks = Vec::new();
@@ -239,10 +285,23 @@ async fn create_in(
             break;
         }
         for r in &rows {
-            let (id, json) = r
-                .split_once(' ')
-                .and_then(|(id, json)| Some((id.parse::<i64>().ok()?, json)))
-                .ok_or_else(|| SnapshotError::Other("an action row without its ID".into()))?;
+            let mut f = r.splitn(3, '\u{1f}');
+            let (id, case, json) =
+                (|| Some((f.next()?.parse::<i64>().ok()?, f.next()?, f.next()?)))()
+                    .ok_or_else(|| SnapshotError::Other("an action row without its ID".into()))?;
+            let redacted;
+            let json = if erased.contains(case) {
+                let mut a: Action = serde_json::from_str(json)
+                    .map_err(|e| SnapshotError::Other(format!("action {id}: {e}")))?;
+                if let Some(n) = a.note.as_deref().and_then(crate::privacy::redact_note) {
+                    a.note = Some(n);
+                }
+                redacted = serde_json::to_string(&a)
+                    .map_err(|e| SnapshotError::Other(format!("action {id}: {e}")))?;
+                redacted.as_str()
+            } else {
+                json
+            };
             if cur.is_none() {
                 let (name, w) = open_chunk(dir, chunks.len())?;
                 cur = Some((
@@ -292,8 +351,10 @@ async fn create_in(
         checkpoint,
         actions: total,
         chunks,
+        include_pii,
+        redacted_cases: erased.len() as i64,
     };
-    let mut f = std::fs::File::create(dir.join("manifest.json"))?;
+    let mut f = crate::privacy::create_private_file(&dir.join("manifest.json"))?;
     f.write_all(
         serde_json::to_string_pretty(&m)
             .unwrap_or_default()

@@ -20,6 +20,7 @@ fn opts(out: &Path) -> ExportOptions {
         gzip: false,
         since_watermark: None,
         include_pii: false,
+        formula_guard: true,
         previous_watermark: None,
         progress: false,
     }
@@ -149,14 +150,18 @@ async fn exports(b: Backend) {
     assert_eq!(parties.len() as i64 - 1, n_parties);
     // Every row equals the projection's document read cell by cell, masked.
     let cols = isir::projection::columns::SUBJECT_COLUMNS;
+    let privacy = isir::privacy::Privacy::load(&app.store).await.unwrap();
     let from_docs: BTreeSet<Vec<String>> =
         common::texts(&app.store, "SELECT doc FROM parties", &[])
             .await
             .iter()
             .map(|d| {
-                let doc = isir::projection::columns::mask_pii(serde_json::from_str(d).unwrap());
+                let doc = privacy.mask(serde_json::from_str(d).unwrap());
                 cols.iter()
-                    .map(|c| isir::projection::columns::cell(&doc, c))
+                    .map(|c| {
+                        isir::privacy::csv_cell(&isir::projection::columns::cell(&doc, c))
+                            .into_owned()
+                    })
                     .collect()
             })
             .collect();
@@ -342,6 +347,7 @@ async fn nightly_keeps_and_schedules() {
         keep: 2,
         gzip: true,
         include_pii: false,
+        formula_guard: true,
         tables: Table::ALL.to_vec(),
     };
     let mut last = None;

@@ -116,9 +116,13 @@ fn expectations(recs: &[Record]) -> BTreeMap<String, Expect> {
                     _ => {}
                 }
             }
-            if r.action.type_code == "636" || d.struck_out.is_some() {
+            if d.struck_out.is_some() {
                 e.erased = true;
             }
+        }
+        // PROTOCOL.md: 636 and 637 strike the debtor, whatever their note.
+        if ["636", "637"].contains(&r.action.type_code.as_str()) {
+            e.erased = true;
         }
     }
     for e in m.values_mut() {

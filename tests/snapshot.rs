@@ -64,7 +64,7 @@ async fn across(from: Backend, to: Backend) {
     a1.poller().unwrap().poll_once().await;
     let dir = tempfile::tempdir().unwrap();
     let snap = dir.path().join("snap");
-    let m = snapshot::create(&a1.store, &snap, -1, 5000, false)
+    let m = snapshot::create(&a1.store, &snap, -1, 5000, false, true)
         .await
         .unwrap();
     assert_eq!(m.chunks.len(), 3);
@@ -178,7 +178,7 @@ async fn bad_snapshots_are_refused() {
     a1.poller().unwrap().poll_once().await;
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good");
-    let m = snapshot::create(&a1.store, &good, -1, 6000, false)
+    let m = snapshot::create(&a1.store, &good, -1, 6000, false, true)
         .await
         .unwrap();
     assert_eq!(m.chunks.len(), 2);

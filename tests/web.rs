@@ -1,6 +1,6 @@
 //! The server-rendered pages on port 0 with simulator data: the status page shows the
 //! store's numbers in every phase; the search page finds by name (diacritics and case
-//! ignored), IČO, birth number (masked without the `pii` scope) and case number; the
+//! ignored), IČO, birth number (only with the `pii` scope) and case number; the
 //! case page shows states, parties and the timeline with document links; the operator
 //! surfaces can be moved to `admin.bind` or put behind an admin key.
 
@@ -171,23 +171,31 @@ async fn pages(b: Backend) {
         .count();
     assert_eq!(rows(&html), same_key.min(100));
 
-    // By birth number: found, masked without the pii key, shown with it.
+    // By birth number: only with the pii key (a 403 page without it), then found and
+    // shown.
     let rc = p.birth_number.clone().unwrap();
     let (s, html) = web.get(&format!("/search?q={}", urlencode(&rc))).await;
-    assert_eq!(s, 200);
-    let results = &html[html.find("id=\"results\"").unwrap()..];
-    assert!(results.contains(&p.case_number), "{results}");
-    assert!(
-        !results.contains(&rc) && results.contains("***"),
-        "{results}"
-    );
-    let (_, html) = web
+    assert_eq!(s, 403, "{html}");
+    assert!(!html.contains(&rc), "the answer names no person");
+    let (s, html) = web
         .get_with(
             &format!("/search?q={}", urlencode(&rc)),
             &[("x-api-key", "secret-pii")],
         )
         .await;
-    assert!(html.contains(&rc));
+    assert_eq!(s, 200);
+    let results = &html[html.find("id=\"results\"").unwrap()..];
+    assert!(results.contains(&p.case_number), "{results}");
+    assert!(results.contains(&rc));
+    // Masked without the key on a name search.
+    let (_, html) = web
+        .get(&format!("/search?q={}", urlencode(&plain.to_uppercase())))
+        .await;
+    let results = &html[html.find("id=\"results\"").unwrap()..];
+    assert!(
+        !results.contains(&rc) && results.contains("***"),
+        "{results}"
+    );
 
     // By IČO.
     if let Some(c) = all.iter().find(|p| p.ico.is_some()) {

@@ -49,6 +49,7 @@ fn presented(req: &Request) -> Option<String> {
 
 pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
     let mut caller = Caller::default();
+    let mut unknown = false;
     if let Some(key) = presented(&req) {
         let digest = hex::encode(Sha256::digest(key.as_bytes()));
         let mut found = None;
@@ -63,16 +64,11 @@ pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) 
                 caller.key = Some(k.name.clone());
                 caller.pii = k.scopes.iter().any(|s| s == "pii");
             }
-            None => {
-                return Problem::new(
-                    StatusCode::UNAUTHORIZED,
-                    "unknown-key",
-                    "the API key is not known",
-                )
-                .into_response();
-            }
+            None => unknown = true,
         }
     }
+    // A request with an unknown key counts against its address like any anonymous
+    // one: guessing keys is rate-limited too.
     let who = match &caller.key {
         Some(name) => format!("key:{name}"),
         None => req
@@ -95,6 +91,14 @@ pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) 
             HeaderValue::from_str(&secs.max(1).to_string()).expect("number"),
         );
         return r;
+    }
+    if unknown {
+        return Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unknown-key",
+            "the API key is not known",
+        )
+        .into_response();
     }
     req.extensions_mut().insert(caller);
     let route = req
@@ -139,4 +143,42 @@ pub async fn admin(State(state): State<ApiState>, req: Request, next: Next) -> R
         }
     }
     next.run(req).await
+}
+
+/// Headers of every answer: answers differ by key (the `pii` scope), so shared caches
+/// must not keep them (`Cache-Control: private`, `Vary` on the key headers) unless a
+/// route said otherwise; nothing is sniffed; HTML pages run no script and are never
+/// framed (`Content-Security-Policy`).
+pub async fn headers(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    let hs = resp.headers_mut();
+    hs.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if !hs.contains_key(header::CACHE_CONTROL) {
+        hs.insert(header::CACHE_CONTROL, HeaderValue::from_static("private"));
+    }
+    hs.append(
+        header::VARY,
+        HeaderValue::from_static("Authorization, X-API-Key"),
+    );
+    let html = hs
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    if html {
+        hs.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+            ),
+        );
+        hs.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        hs.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        );
+    }
+    resp
 }

@@ -77,6 +77,8 @@ pub struct Shared {
     /// Direct read connections for one-statement answers on a SQLite file (see
     /// [`crate::store::direct`]); `None` on PostgreSQL.
     pub(crate) direct: Option<Arc<crate::store::direct::Pool>>,
+    /// The replica's privacy key, read once from the store at the first use.
+    privacy: tokio::sync::OnceCell<crate::privacy::Privacy>,
 }
 
 impl std::ops::Deref for ApiState {
@@ -96,8 +98,17 @@ impl ApiState {
             status: None,
             admin: AdminOptions::default(),
             direct: crate::store::direct::Pool::for_store(&store, 16),
+            privacy: tokio::sync::OnceCell::new(),
             store,
         }))
+    }
+
+    /// The replica's privacy key (person references, cursors), read from the store once.
+    pub async fn privacy(&self) -> Result<&crate::privacy::Privacy, Problem> {
+        self.privacy
+            .get_or_try_init(|| crate::privacy::Privacy::load(&self.store))
+            .await
+            .map_err(Problem::internal)
     }
 
     /// The state while it is being configured, before any clone exists.
@@ -143,7 +154,8 @@ fn operator_routes(state: ApiState) -> Router {
 }
 
 fn protect(r: Router) -> Router {
-    r.layer(tower_http::compression::CompressionLayer::new().gzip(true))
+    r.layer(axum::middleware::from_fn(guard::headers))
+        .layer(tower_http::compression::CompressionLayer::new().gzip(true))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(16 * 1024))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,

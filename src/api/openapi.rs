@@ -84,8 +84,8 @@ pub struct SubjectParams {
     /// IČO, 6 to 12 digits (leading zeros may be left out).
     #[param(pattern = r"^[0-9]{6,12}$")]
     ico: Option<String>,
-    /// Birth number, `NNNNNN/NNNN` or without the slash; an exact match, also for
-    /// callers without the `pii` scope (who see it masked in the answer).
+    /// Birth number, `NNNNNN/NNNN` or without the slash; an exact match. Only for a key
+    /// with the `pii` scope: without it the answer is a 403 problem.
     #[param(pattern = r"^[0-9]{6}/?[0-9]{3,4}$")]
     rc: Option<String>,
     /// A name; case and diacritics are ignored (`novak` finds `Novák`).
@@ -130,7 +130,8 @@ pub struct CaseListParams {
     /// A debtor's IČO.
     #[param(pattern = r"^[0-9]{6,12}$")]
     debtor_ico: Option<String>,
-    /// A debtor's birth number (exact).
+    /// A debtor's birth number (exact). Only for a key with the `pii` scope: without it
+    /// the answer is a 403 problem.
     #[param(pattern = r"^[0-9]{6}/?[0-9]{3,4}$")]
     debtor_rc: Option<String>,
     /// A debtor's name, ignoring case and diacritics.
@@ -263,6 +264,9 @@ pub enum V1Errors {
     /// An unknown API key
     #[response(status = 401, content_type = "application/problem+json")]
     UnknownKey(Problem),
+    /// A search or filter on a personal field (birth number) without the `pii` scope
+    #[response(status = 403, content_type = "application/problem+json")]
+    Forbidden(Problem),
     /// Rate limited
     #[response(status = 429, content_type = "application/problem+json",
         headers(("Retry-After" = u64, description = "Seconds to wait")))]

@@ -29,6 +29,14 @@ impl Problem {
     pub fn not_found(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not-found", detail)
     }
+    /// A search or filter on a personal field without the `pii` scope.
+    pub fn needs_pii(what: &str) -> Self {
+        Self::new(
+            StatusCode::FORBIDDEN,
+            "pii-scope",
+            format!("{what} is personal data: it needs an API key with the `pii` scope"),
+        )
+    }
     pub fn unavailable(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", detail)
     }

@@ -113,5 +113,3 @@ pub async fn case_parties(tx: &mut Tx, case_number: &str) -> Result<Vec<Value>, 
         .await?;
     parse(&rows)
 }
-
-pub use crate::projection::columns::mask_pii as mask;

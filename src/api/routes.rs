@@ -10,7 +10,6 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use base64::Engine;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -226,7 +225,12 @@ fn respond_list(
             let mut w = csv::Writer::from_writer(Vec::new());
             let _ = w.write_record(columns);
             for i in &items {
-                let _ = w.write_record(columns.iter().map(|c| columns::cell(i, c)));
+                // Every cell through the formula guard (JSON and NDJSON stay exact).
+                let _ = w.write_record(
+                    columns
+                        .iter()
+                        .map(|c| crate::privacy::csv_cell(&columns::cell(i, c)).into_owned()),
+                );
             }
             (
                 "text/csv; charset=utf-8",
@@ -438,25 +442,25 @@ fn docs(rows: &[String]) -> Result<Vec<Value>, Problem> {
         .map_err(Problem::internal)
 }
 
-fn encode_cursor(parts: &[String]) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(serde_json::to_vec(parts).unwrap_or_default())
+/// A cursor: the keyset position sealed with the replica's key (a person ID never
+/// leaves in a page link).
+fn encode_cursor(p: &crate::privacy::Privacy, parts: &[String]) -> String {
+    p.seal(parts)
 }
 
-fn decode_cursor(c: &str, n: usize) -> Result<Vec<String>, Problem> {
-    let bad = || {
-        Problem::bad(format!(
-            "cursor {c:?} is malformed; use the `next` link of the previous page"
-        ))
-    };
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(c)
-        .map_err(|_| bad())?;
-    let v: Vec<String> = serde_json::from_slice(&bytes).map_err(|_| bad())?;
-    if v.len() != n {
-        return Err(bad());
+fn decode_cursor(p: &crate::privacy::Privacy, c: &str, n: usize) -> Result<Vec<String>, Problem> {
+    p.unseal(c, n).ok_or_else(|| {
+        Problem::bad("the cursor is malformed or not this replica's; use the `next` link of the previous page")
+    })
+}
+
+/// The caller's view of projection documents: as stored for the `pii` scope, through
+/// the privacy mask otherwise.
+fn view(p: Option<&crate::privacy::Privacy>, docs: Vec<Value>) -> Vec<Value> {
+    match p {
+        None => docs,
+        Some(p) => docs.into_iter().map(|d| p.mask(d)).collect(),
     }
-    Ok(v)
 }
 
 /// One case with court, state and its history, debtors, administrator, key dates and
@@ -475,8 +479,10 @@ pub(crate) async fn case(
     Path((year, number)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    caller: Option<axum::Extension<super::guard::Caller>>,
 ) -> Result<Response, Problem> {
     only::<NoParams>(&q)?;
+    let pii = caller.is_some_and(|c| c.pii);
     let cn = case_number(&year, &number)?;
     let (mut tx, wm) = open_single(&state).await?;
     let doc = queries::case_doc_text(&mut tx, &cn).await?;
@@ -487,8 +493,15 @@ pub(crate) async fn case(
             wm.action_id
         )));
     };
-    // The stored document is JSON already: it goes out as it is, without a round trip
-    // through a parser (the keys in the order `serde_json` would give them).
+    // The stored document is JSON already: for the `pii` scope it goes out as it is,
+    // without a round trip through a parser (the keys in the order `serde_json` would
+    // give them); for anyone else through the mask (person IDs become references).
+    let case = if pii {
+        case
+    } else {
+        let v: Value = serde_json::from_str(&case).map_err(Problem::internal)?;
+        state.privacy().await?.mask(v).to_string()
+    };
     let wm_json = serde_json::to_string(&wm).map_err(Problem::internal)?;
     Ok(respond_text(
         &wm,
@@ -518,8 +531,9 @@ pub(crate) async fn case_events(
     let format = format_of(&q, &headers)?;
     let cn = case_number(&year, &number)?;
     let limit = limit(&state, &q)?;
+    let privacy = state.privacy().await?;
     let after: i64 = match q.get("cursor") {
-        Some(c) => decode_cursor(c, 1)?[0]
+        Some(c) => decode_cursor(privacy, c, 1)?[0]
             .parse()
             .map_err(|_| Problem::bad("cursor is malformed"))?,
         None => i64::MIN,
@@ -553,7 +567,7 @@ pub(crate) async fn case_events(
             .unwrap_or_default();
         format!(
             "/v1/cases/{year}/{number}/events?limit={limit}&cursor={}{f}",
-            encode_cursor(&[last.to_string()])
+            encode_cursor(privacy, &[last.to_string()])
         )
     });
     Ok(respond_list(
@@ -595,8 +609,12 @@ pub(crate) async fn subjects(
         return Err(Problem::bad("give exactly one of ico, rc or name"));
     }
     let (col, key) = search_key(given[0], given[0], &q[given[0]])?;
+    if col == "rc" && !pii {
+        return Err(Problem::needs_pii("a search by birth number"));
+    }
+    let privacy = state.privacy().await?;
     let after = match q.get("cursor") {
-        Some(c) => decode_cursor(c, 3)?,
+        Some(c) => decode_cursor(privacy, c, 3)?,
         None => vec![String::new(), String::new(), String::new()],
     };
     let (mut tx, wm) = open_single(&state).await?;
@@ -620,7 +638,7 @@ pub(crate) async fn subjects(
             Some(format!(
                 "/v1/subjects?{qk}={}&limit={limit}&cursor={}{f}",
                 url_escape(&q[qk]),
-                encode_cursor(&parts)
+                url_escape(&encode_cursor(privacy, &parts))
             ))
         }
     };
@@ -634,11 +652,11 @@ pub(crate) async fn subjects(
             if i > 0 {
                 body.push(',');
             }
-            if !pii && columns::may_hold_pii(r) {
-                let v: Value = serde_json::from_str(r).map_err(Problem::internal)?;
-                body.push_str(&queries::mask(v).to_string());
-            } else {
+            if pii {
                 body.push_str(r);
+            } else {
+                let v: Value = serde_json::from_str(r).map_err(Problem::internal)?;
+                body.push_str(&privacy.mask(v).to_string());
             }
         }
         body.push_str("],\"watermark\":");
@@ -646,12 +664,7 @@ pub(crate) async fn subjects(
         body.push('}');
         return Ok(respond_text(&wm, &headers, body));
     }
-    let persons = docs(&rows)?;
-    let persons: Vec<Value> = if pii {
-        persons
-    } else {
-        persons.into_iter().map(queries::mask).collect()
-    };
+    let persons = view((!pii).then_some(privacy), docs(&rows)?);
     Ok(respond_list(
         &wm,
         &headers,
@@ -724,8 +737,14 @@ pub(crate) async fn case_list(
     State(state): State<ApiState>,
     Query(q): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    caller: Option<axum::Extension<super::guard::Caller>>,
 ) -> Result<Response, Problem> {
     only::<CaseListParams>(&q)?;
+    let pii = caller.is_some_and(|c| c.pii);
+    if q.contains_key("debtor_rc") && !pii {
+        return Err(Problem::needs_pii("a filter by birth number (debtor_rc)"));
+    }
+    let privacy = state.privacy().await?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let sort = q.get("sort").map(String::as_str).unwrap_or("opened");
@@ -782,7 +801,7 @@ pub(crate) async fn case_list(
         )
     };
     if let Some(c) = q.get("cursor") {
-        let v = decode_cursor(c, 2)?;
+        let v = decode_cursor(privacy, c, 2)?;
         if sort == "opened" {
             binds.push(v[0].as_str().into());
             binds.push(v[1].as_str().into());
@@ -834,10 +853,13 @@ pub(crate) async fn case_list(
         qs.push(format!("limit={limit}"));
         qs.push(format!(
             "cursor={}",
-            encode_cursor(&[
-                k0,
-                l["case_number"].as_str().unwrap_or_default().to_string()
-            ])
+            url_escape(&encode_cursor(
+                privacy,
+                &[
+                    k0,
+                    l["case_number"].as_str().unwrap_or_default().to_string()
+                ]
+            ))
         ));
         format!("/v1/cases?{}", qs.join("&"))
     });
@@ -846,7 +868,7 @@ pub(crate) async fn case_list(
         &headers,
         format,
         "cases",
-        docs,
+        view((!pii).then_some(privacy), docs),
         next,
         columns::CASE_COLUMNS,
     ))

@@ -31,10 +31,7 @@ pub const KNOWN_STATES: &[&str] = &[
     "NEVYR-POST",
 ];
 
-/// Action types that make the debtor's data inaccessible (§ 425): 636, and 637 (the court
-/// agrees to strike the debtor from the list of debtors). Any action carrying
-/// `datumVyskrtnuti` does too.
-pub const ERASURE_TYPES: &[&str] = &["636", "637"];
+pub use crate::privacy::ERASURE_TYPES;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct StateChange {
@@ -145,6 +142,20 @@ impl CaseDoc {
         {
             self.claims += 1;
         }
+        if crate::privacy::is_erasure(&a.type_code, &r.detail) {
+            // The type alone decides, whatever the note (absent, of an unknown schema,
+            // unparsable): the debtors go, the case keeps its non-personal history.
+            if !self.erased {
+                counts.erased += 1;
+            }
+            self.erased = true;
+            self.erased_at = Some(
+                d.and_then(|d| d.struck_out.clone())
+                    .unwrap_or_else(|| a.published.get(..10).unwrap_or("").to_string()),
+            );
+            self.erased_action_id = Some(a.id);
+            self.debtors.clear();
+        }
         let Some(d) = d else {
             return;
         };
@@ -189,7 +200,16 @@ impl CaseDoc {
                 number: a.number_in_section,
             });
         }
-        if let Some(p) = &d.person {
+        if let Some(p) = d
+            .person
+            .as_ref()
+            .filter(|p| p.id == crate::privacy::REDACTED)
+        {
+            // A block the erasure redacted in the replica: only the debtor kind is left.
+            if p.role.as_deref() == Some("DLUŽNÍK") && self.debtor_kind.is_none() {
+                self.debtor_kind = p.kind.clone();
+            }
+        } else if let Some(p) = &d.person {
             let r = PartyRef {
                 court: d.origin.clone(),
                 person_id: p.id.clone(),
@@ -230,19 +250,6 @@ impl CaseDoc {
             if let Some(adm) = &mut self.administrator {
                 adm.appointed = Some(date.clone());
             }
-        }
-        if ERASURE_TYPES.contains(&a.type_code.as_str()) || d.struck_out.is_some() {
-            if !self.erased {
-                counts.erased += 1;
-            }
-            self.erased = true;
-            self.erased_at = Some(
-                d.struck_out
-                    .clone()
-                    .unwrap_or_else(|| a.published.get(..10).unwrap_or("").to_string()),
-            );
-            self.erased_action_id = Some(a.id);
-            self.debtors.clear();
         }
     }
 

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::cases::ERASURE_TYPES;
 use super::fold::{ico_key, name_key, rc_key};
 use super::sql::{Tx, Val};
 use super::{Builder, Counts, ProjectionError, texts_in};
@@ -117,51 +116,59 @@ fn apply_one(
     deleted: &mut Vec<Key>,
 ) {
     let a = &r.action;
-    let d = match &r.detail {
-        Note::Parsed(d) => d,
-        Note::Unparsed { .. } => {
-            counts.unparsed += 1;
-            return;
-        }
-        Note::Absent => return,
-    };
-    if let Some(p) = &d.person {
-        let court = d.origin.clone().unwrap_or_default();
-        let key = (a.case_number.clone(), court.clone(), p.id.clone());
-        if p.role.as_deref().is_some_and(|r| !KNOWN_ROLES.contains(&r)) {
-            counts.unknown_other += 1;
-        }
-        let was_debtor = docs.get(&key).is_some_and(PartyDoc::is_debtor);
-        if erased.contains(&a.case_number) && (was_debtor || p.role.as_deref() == Some("DLUŽNÍK"))
-        {
-            // A debtor of an erased case: nothing of it is kept.
-            if docs.remove(&key).is_some() {
-                deleted.push(key);
+    let erases = crate::privacy::is_erasure(&a.type_code, &r.detail);
+    match &r.detail {
+        Note::Parsed(d) => {
+            if let Some(p) = d
+                .person
+                .as_ref()
+                .filter(|p| p.id != crate::privacy::REDACTED)
+            {
+                let court = d.origin.clone().unwrap_or_default();
+                let key = (a.case_number.clone(), court.clone(), p.id.clone());
+                if p.role.as_deref().is_some_and(|r| !KNOWN_ROLES.contains(&r)) {
+                    counts.unknown_other += 1;
+                }
+                let known = docs.get(&key);
+                let was_debtor = known.is_some_and(PartyDoc::is_debtor);
+                // In an erased case a debtor never comes back: neither by a later debtor
+                // block nor by a block without a role for a person not known otherwise.
+                let debtor = was_debtor
+                    || p.role.as_deref() == Some("DLUŽNÍK")
+                    || (p.role.is_none() && known.is_none());
+                if erased.contains(&a.case_number) && debtor {
+                    if docs.remove(&key).is_some() {
+                        deleted.push(key);
+                    }
+                } else {
+                    let doc = docs.entry(key.clone()).or_insert_with(|| PartyDoc {
+                        case_number: a.case_number.clone(),
+                        court,
+                        person_id: p.id.clone(),
+                        first_action_id: a.id,
+                        ..Default::default()
+                    });
+                    doc.merge(p, a.id);
+                    history.push((key, a.id, serde_json::to_string(p).unwrap_or_default()));
+                }
             }
-        } else {
-            let doc = docs.entry(key.clone()).or_insert_with(|| PartyDoc {
-                case_number: a.case_number.clone(),
-                court,
-                person_id: p.id.clone(),
-                first_action_id: a.id,
-                ..Default::default()
-            });
-            doc.merge(p, a.id);
-            history.push((key, a.id, serde_json::to_string(p).unwrap_or_default()));
         }
+        Note::Unparsed { .. } => counts.unparsed += 1,
+        Note::Absent => {}
     }
-    if ERASURE_TYPES.contains(&a.type_code.as_str()) || d.struck_out.is_some() {
+    if erases {
+        let struck = match &r.detail {
+            Note::Parsed(d) => d.struck_out.clone(),
+            _ => None,
+        };
         if erased.insert(a.case_number.clone()) {
             counts.erased += 1;
-            new_erasures.push((
-                a.case_number.clone(),
-                a.id,
-                d.struck_out.clone().unwrap_or_default(),
-            ));
+            new_erasures.push((a.case_number.clone(), a.id, struck.unwrap_or_default()));
         }
+        // Debtors, and persons without a role (who may be the debtor), go.
         let gone: Vec<Key> = docs
             .iter()
-            .filter(|(_, x)| x.case_number == a.case_number && x.is_debtor())
+            .filter(|(_, x)| x.case_number == a.case_number && (x.is_debtor() || x.role.is_none()))
             .map(|(k, _)| k.clone())
             .collect();
         for k in gone {
@@ -244,9 +251,9 @@ impl Builder for Parties {
                         p.id.clone(),
                     ));
                 }
-                if d.struck_out.is_some() || ERASURE_TYPES.contains(&r.action.type_code.as_str()) {
-                    erasing.push(r.action.case_number.clone());
-                }
+            }
+            if crate::privacy::is_erasure(&r.action.type_code, &r.detail) {
+                erasing.push(r.action.case_number.clone());
             }
         }
         person_keys.sort();
@@ -288,7 +295,7 @@ impl Builder for Parties {
         }
         for chunk in erasing.chunks(500) {
             let sql = format!(
-                "SELECT doc FROM parties_v{v} WHERE role = 'DLUŽNÍK' AND case_number IN ({})",
+                "SELECT doc FROM parties_v{v} WHERE (role = 'DLUŽNÍK' OR role IS NULL) AND case_number IN ({})",
                 tx.list(chunk.len())
             );
             for d in tx.texts(&sql, &texts_in(chunk)).await? {
@@ -365,7 +372,17 @@ impl Builder for Parties {
             " ON CONFLICT (case_number, court, person_id, action_id) DO NOTHING",
         )
         .await?;
-        let redact = !new_erasures.is_empty()
+        // With `redact_replica`, every row of an erased case leaves the raw replica
+        // redacted: the rows up to the erasure when it is applied, and each later row of
+        // the case when the builder reaches it (the cursor moves past it in this
+        // transaction, so none is missed).
+        let last = recs.last().map_or(0, |r| r.action.id);
+        let to_redact: BTreeMap<String, i64> = recs
+            .iter()
+            .filter(|r| erased.contains(&r.action.case_number))
+            .map(|r| (r.action.case_number.clone(), last))
+            .collect();
+        let redact = !to_redact.is_empty()
             && tx
                 .texts(
                     "SELECT value FROM settings WHERE key = 'redact_replica'",
@@ -373,11 +390,13 @@ impl Builder for Parties {
                 )
                 .await?
                 .first()
-                .is_some_and(|v| v == "true");
-        for (case, id, struck) in &new_erasures {
-            if redact {
-                redact_replica(tx, case, *id).await?;
+                .is_none_or(|v| v != "false");
+        if redact {
+            for (case, upto) in &to_redact {
+                redact_replica(tx, case, *upto).await?;
             }
+        }
+        for (case, id, struck) in &new_erasures {
             tx.insert_with(
                 &format!("erasures_v{v}"),
                 &["case_number", "action_id", "struck_out"],
@@ -404,10 +423,11 @@ impl Builder for Parties {
     }
 }
 
-/// Replaces, in the raw replica rows of `case` up to the erasure, every debtor block of a
-/// `poznamka` with one stripped of personal data (the option `projection.redact_replica`).
-/// The only write to the replica outside the poller; it never touches IDs or the
-/// checkpoint.
+/// Redacts, in the raw replica, the notes of `case`'s rows up to `upto`
+/// ([`crate::privacy::redact_note`]: debtor and role-less person blocks, `idOsoby1/2`,
+/// unknown elements; a note that does not parse is replaced whole). The option
+/// `projection.redact_replica`. The only write to the replica outside the poller; it
+/// never touches IDs, other fields or the checkpoint. Idempotent.
 async fn redact_replica(tx: &mut Tx, case: &str, upto: i64) -> Result<(), ProjectionError> {
     let rows = tx
         .texts(
@@ -419,27 +439,16 @@ async fn redact_replica(tx: &mut Tx, case: &str, upto: i64) -> Result<(), Projec
         let Some((id, note)) = row.split_once('|') else {
             continue;
         };
-        let Ok(mut d) = crate::source::parse::parse_note(note) else {
+        let Some(redacted) = crate::privacy::redact_note(note) else {
             continue;
         };
-        let Some(p) = d
-            .person
-            .as_mut()
-            .filter(|p| p.role.as_deref() == Some("DLUŽNÍK"))
-        else {
-            continue;
-        };
-        *p = Person {
-            id: "REDACTED".into(),
-            role: p.role.clone(),
-            kind: p.kind.clone(),
-            left_case: p.left_case.clone(),
-            ..Default::default()
-        };
-        let id: i64 = id.parse().unwrap_or_default();
+        let id: i64 = id.parse().map_err(|_| ProjectionError::Action {
+            id: -1,
+            why: format!("a replica row ID {id:?}"),
+        })?;
         tx.exec(
             "UPDATE actions SET note = $1 WHERE id = $2",
-            &[crate::source::write::note_xml(&d).into(), id.into()],
+            &[redacted.into(), id.into()],
         )
         .await?;
     }

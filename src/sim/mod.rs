@@ -103,6 +103,14 @@ pub(crate) struct Inner {
     faults: Mutex<FaultPlan>,
 }
 
+/// A debtor of the simulated register ([`Simulator::truth_debtors`]).
+#[derive(Debug, Clone)]
+pub struct TruthDebtor {
+    pub case_number: String,
+    pub erased: bool,
+    pub person: crate::source::model::Person,
+}
+
 /// A handle on a simulated register. Cheap to clone.
 #[derive(Clone)]
 pub struct Simulator {
@@ -183,6 +191,35 @@ impl Simulator {
     /// Ground truth: every published action.
     pub fn truth_all(&self) -> Vec<Action> {
         self.truth_after(i64::MIN, usize::MAX)
+    }
+
+    /// Ground truth of the people the register names as debtors: for every case opened
+    /// by a published action, its debtor as the generator made it, and whether an
+    /// erasure (§ 425) of the case is published. Independent of the parser and of the
+    /// builders, for the privacy tests.
+    pub fn truth_debtors(&self) -> Vec<TruthDebtor> {
+        let n = self.ensure();
+        let g = self.inner.generator.read().unwrap();
+        let evs = &g.events[..n];
+        let mut opened = std::collections::BTreeSet::new();
+        let mut erased = std::collections::HashSet::new();
+        for e in evs.iter().filter(|e| e.case != u32::MAX) {
+            opened.insert(e.case);
+            if e.step == stream::Step::Erasure {
+                erased.insert(e.case);
+            }
+        }
+        opened
+            .into_iter()
+            .map(|i| {
+                let c = g.cases[i as usize];
+                TruthDebtor {
+                    case_number: format!("INS {}/{}", c.number, c.year),
+                    erased: erased.contains(&i),
+                    person: g.debtor(i, &c, false, stream::base_time()),
+                }
+            })
+            .collect()
     }
 
     /// Cases opened by the published actions (and those generated ahead of them).

@@ -46,6 +46,9 @@ pub enum Step {
     StruckOff,
     ErasureRequest,
     Erasure,
+    /// After an erasure, the register republishes the debtor's person block (a person
+    /// change, with or without its role): it must not bring the debtor back.
+    DebtorEcho,
     CodeList,
     SchemaChange,
 }
@@ -499,6 +502,11 @@ impl Generator {
         if erased {
             steps.push_back((Step::ErasureRequest, 0));
             steps.push_back((Step::Erasure, 0));
+            // Without a draw from the generator's RNG: the rest of the stream keeps
+            // its shape.
+            if mix(self.seed ^ 0xEC40 ^ idx as u64) % 2 == 0 {
+                steps.push_back((Step::DebtorEcho, 0));
+            }
         }
         self.push(idx, Step::Petition, 0);
         self.active.push((idx, steps));
@@ -546,6 +554,8 @@ impl Generator {
         let mut doc = true;
         let mut section: Option<(&str, i64)> = None;
         let mut note = true;
+        // A note written as it is, not from `detail` (unknown schemas, broken notes).
+        let mut raw_note: Option<String> = None;
         let state = |s: &str| {
             Some(CaseBlock {
                 state: Some(s.to_string()),
@@ -567,7 +577,8 @@ impl Generator {
             | Step::PetitioningCreditor
             | Step::AdminPerson
             | Step::CreditorPerson
-            | Step::AddressChange => {
+            | Step::AddressChange
+            | Step::DebtorEcho => {
                 doc = false;
                 let c = case.expect("person of a case");
                 detail = Detail {
@@ -578,6 +589,13 @@ impl Generator {
                 let p = match ev.step {
                     Step::DebtorPerson | Step::AddressChange => {
                         self.debtor(ev.case, &c, ev.step == Step::AddressChange, base)
+                    }
+                    Step::DebtorEcho => {
+                        let mut p = self.debtor(ev.case, &c, false, base);
+                        if h % 2 == 0 {
+                            p.role = None;
+                        }
+                        p
                     }
                     Step::PetitioningCreditor => self.company(
                         mix(self.seed ^ ev.case as u64 ^ 0xC0FFEE),
@@ -732,7 +750,39 @@ impl Generator {
                 doc = false;
                 detail.case = state("ODSKRTNUTA");
                 detail.struck_out = Some(pdate(base));
-                "636"
+                // The register's note is optional and its schema changes: the type
+                // alone must decide the erasure.
+                match (h >> 40) % 5 {
+                    0 => "636",
+                    1 => {
+                        note = false;
+                        "636"
+                    }
+                    2 => {
+                        note = false;
+                        "637"
+                    }
+                    3 => {
+                        raw_note = Some(format!(
+                            "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"yes\"?>\
+                             <ns2:udalost xmlns:ns2=\"http://www.cca.cz/isir/poznamka\" verzeXsd=\"2_0\">\
+                             <idOsobyPuvodce>{}</idOsobyPuvodce><znepristupneni><datum>{}</datum>\
+                             <paragraf>425</paragraf></znepristupneni></ns2:udalost>",
+                            detail.origin.clone().unwrap_or_default(),
+                            pdate(base)
+                        ));
+                        "636"
+                    }
+                    _ => {
+                        raw_note = Some(format!(
+                            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ns2:udalost \
+                             xmlns:ns2=\"http://www.cca.cz/isir/poznamka\" verzeXsd=\"1_10\">\
+                             <idOsobyPuvodce>{}</idOsobyPuvodce><vec><druhStavRizeni>ODSKRTNUTA",
+                            detail.origin.clone().unwrap_or_default()
+                        ));
+                        "637"
+                    }
+                }
             }
             Step::CodeList => {
                 doc = false;
@@ -785,7 +835,7 @@ impl Generator {
             type_name,
             section,
             number_in_section,
-            note: note.then(|| note_xml(&detail)),
+            note: note.then(|| raw_note.unwrap_or_else(|| note_xml(&detail))),
         }
     }
 
@@ -808,7 +858,7 @@ impl Generator {
         }
     }
 
-    fn debtor(&self, case: u32, c: &CaseInfo, moved: bool, at: DateTime<Utc>) -> Person {
+    pub(crate) fn debtor(&self, case: u32, c: &CaseInfo, moved: bool, at: DateTime<Utc>) -> Person {
         let h = mix(self.seed ^ 0xDEB7 ^ ((case as u64) << 8));
         if !c.natural_person {
             let mut p = self.company(h, "DLUŽNÍK", 1, at);
@@ -842,13 +892,17 @@ impl Generator {
             addrs[0].valid_to = Some(date_str(at));
             addrs.push(Self::address(mix(h ^ 7), true, at));
         }
+        // A quarter are entrepreneurs: an IČO, and a DIČ that is `CZ` + the birth number.
+        let trader = (h >> 45) % 4 == 0;
         Person {
             id,
             role: Some("DLUŽNÍK".into()),
             name: Some(sur.into()),
-            kind: Some("F".into()),
+            kind: Some(if trader { "PODNIKATEL" } else { "F" }.into()),
             first_name: Some(first.into()),
             title_before: (h % 11 == 0).then(|| "Ing.".into()),
+            ico: trader.then(|| ico_from(h >> 9)),
+            dic: trader.then(|| format!("CZ{}", rc.replace('/', ""))),
             birth_number: Some(rc),
             addresses: addrs,
             birth_date: Some(birth),
@@ -858,12 +912,16 @@ impl Generator {
 
     fn company(&self, h: u64, role: &str, n: u32, at: DateTime<Utc>) -> Person {
         let form = pick(h >> 7, LEGAL_FORMS);
-        let name = format!(
+        let mut name = format!(
             "{} {} {}",
             pick(h >> 9, COMPANY_WORDS),
             pick(h >> 15, COMPANY_PLACES),
             form
         );
+        // Names come from filings: now and then one a spreadsheet would run.
+        if (h >> 50) % 60 == 0 {
+            name = format!("=HYPERLINK(\"http://127.0.0.1/\";\"Zaplatit\") {form}");
+        }
         let ico = ico_from(h >> 20);
         let id = format!(
             "{}{} {}",

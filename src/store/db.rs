@@ -150,6 +150,12 @@ impl Store {
             Store::Postgres(p) => sqlx::migrate!("migrations/postgres").run(p).await?,
         }
         self.ensure_indexes().await?;
+        // The replica's secret for person references and cursors (`privacy`), made once.
+        self.init_setting(
+            crate::privacy::KEY_SETTING,
+            &crate::privacy::Privacy::generate_hex(),
+        )
+        .await?;
         Ok(())
     }
 

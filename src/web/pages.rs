@@ -121,6 +121,13 @@ pub async fn search(
         }
         Query_::Key(p, w) => (p, w),
     };
+    if param == "rc" && !pii {
+        return problem_page(Problem::needs_pii("a search by birth number"));
+    }
+    let privacy = match state.privacy().await {
+        Ok(p) => p.clone(),
+        Err(p) => return problem_page(p),
+    };
     let (col, key) = match search_key("q", param, &text) {
         Ok(k) => k,
         Err(p) => {
@@ -135,13 +142,12 @@ pub async fn search(
         }
     };
     let after: Vec<String> = match q.get("after") {
-        Some(a) => {
-            let v: Vec<String> = a.splitn(3, '|').map(String::from).collect();
-            if v.len() != 3 {
+        Some(a) => match privacy.unseal(a, 3) {
+            Some(v) => v,
+            None => {
                 return problem_page(Problem::bad("after is malformed; use the `more` link"));
             }
-            v
-        }
+        },
         None => vec![String::new(); 3],
     };
     let r = async {
@@ -170,7 +176,7 @@ pub async fn search(
         let p = if pii {
             p.clone()
         } else {
-            queries::mask(p.clone())
+            privacy.mask(p.clone())
         };
         let _ = write!(
             o,
@@ -187,12 +193,11 @@ pub async fn search(
     o.push_str("</table>");
     if more {
         if let Some(l) = rows.last() {
-            let cur = format!(
-                "{}|{}|{}",
-                s(l, "case_number"),
-                s(l, "court"),
-                s(l, "person_id")
-            );
+            let cur = privacy.seal(&[
+                s(l, "case_number").to_string(),
+                s(l, "court").to_string(),
+                s(l, "person_id").to_string(),
+            ]);
             let _ = write!(
                 o,
                 "<p><a id=\"more\" href=\"/search?q={}&amp;after={}\">more</a></p>",
@@ -237,6 +242,10 @@ pub async fn case(
     .await;
     let (doc, parties, mut events, wm) = match r {
         Ok(x) => x,
+        Err(p) => return problem_page(p),
+    };
+    let privacy = match state.privacy().await {
+        Ok(p) => p.clone(),
         Err(p) => return problem_page(p),
     };
     let mut o = String::new();
@@ -287,7 +296,7 @@ pub async fn case(
         let p = if pii {
             p.clone()
         } else {
-            queries::mask(p.clone())
+            privacy.mask(p.clone())
         };
         let addr = p["addresses"]
             .as_array()
@@ -300,7 +309,7 @@ pub async fn case(
                     s(a, "postcode"),
                 ]
                 .iter()
-                .filter(|x| !x.is_empty())
+                .filter(|x| !x.is_empty() && **x != crate::privacy::MASK)
                 .copied()
                 .collect::<Vec<_>>()
                 .join(" ")

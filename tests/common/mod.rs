@@ -117,8 +117,11 @@ pub async fn sim(actions: usize, page: usize, seed: u64) -> (Simulator, String, 
     .unwrap()
 }
 
+/// The writer's parts, with its settings recorded as the daemon records them.
 pub async fn app(s: Settings) -> App {
-    App::build(s).await.expect("app builds")
+    let app = App::build(s).await.expect("app builds");
+    app.record_settings().await.expect("settings recorded");
+    app
 }
 
 pub async fn store(db: &TestDb) -> Store {

@@ -17,9 +17,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::privacy::{self, Privacy};
 use crate::projection::columns;
 use crate::projection::sql::{Tx, Val};
 use crate::store::Store;
+
+pub mod purge;
+pub use purge::Purged;
 
 /// Rows read a query inside the snapshot.
 const CHUNK: i64 = 5000;
@@ -84,8 +88,12 @@ pub struct ExportOptions {
     /// Only events after this action ID (the previous export's watermark); the other
     /// tables are always complete.
     pub since_watermark: Option<i64>,
-    /// Birth numbers and birth dates; without it they are masked (`***`) as in the API.
+    /// Personal data as stored; without it they are masked as in the API (birth numbers
+    /// and dates `***`, person IDs as references, see `crate::privacy`). With it every
+    /// file is created readable by its owner only.
     pub include_pii: bool,
+    /// The CSV formula guard (`crate::privacy::csv_cell`) on every cell; on by default.
+    pub formula_guard: bool,
     /// The previous export's watermark, for the list of cases erased since; defaults to
     /// `since_watermark`. None: every erased case is listed.
     pub previous_watermark: Option<i64>,
@@ -136,6 +144,17 @@ pub struct Manifest {
     pub gzip: bool,
     pub files: Vec<FileEntry>,
     pub erased_since_previous: Erased,
+    /// Whether text cells starting with `=`, `+`, `-`, `@`, a tab or a carriage return
+    /// carry a leading `'` (absent in exports before the guard: false).
+    #[serde(default)]
+    pub formula_guard: bool,
+    /// Earlier exports that held debtors erased since, and what was done to them
+    /// (filled by the nightly run, `export::purge`).
+    #[serde(default)]
+    pub purged: Vec<Purged>,
+    /// Set in an earlier export's manifest when a later run rewrote it for erasures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rewritten: Vec<Purged>,
 }
 
 pub const FORMAT: &str = "isir-export/1";
@@ -161,9 +180,9 @@ pub fn column_type(name: &str) -> &'static str {
 
 /// Counts and hashes the bytes that reach the file.
 struct Hashing<W: Write> {
-    inner: W,
-    sha: Sha256,
-    bytes: u64,
+    pub(super) inner: W,
+    pub(super) sha: Sha256,
+    pub(super) bytes: u64,
 }
 
 impl<W: Write> Write for Hashing<W> {
@@ -184,9 +203,14 @@ enum Sink {
 }
 
 impl Sink {
-    fn create(path: &Path, gzip: bool) -> std::io::Result<Sink> {
+    fn create(path: &Path, gzip: bool, private: bool) -> std::io::Result<Sink> {
+        let file = if private {
+            privacy::create_private_file(path)?
+        } else {
+            std::fs::File::create(path)?
+        };
         let h = Hashing {
-            inner: std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?),
+            inner: std::io::BufWriter::with_capacity(1 << 20, file),
             sha: Sha256::new(),
             bytes: 0,
         };
@@ -239,13 +263,23 @@ async fn watermark(tx: &mut Tx) -> Result<ManifestWatermark, sqlx::Error> {
     })
 }
 
-/// Where the masked columns are in a row of `cols`.
-fn pii_columns(cols: &[&str]) -> Vec<usize> {
-    cols.iter()
-        .enumerate()
-        .filter(|(_, c)| columns::PII_FIELDS.contains(c))
-        .map(|(i, _)| i)
-        .collect()
+/// A CSV writer over `w` that passes every cell through the formula guard when asked.
+struct Rows<W: Write> {
+    csv: csv::Writer<W>,
+    guard: bool,
+}
+
+impl<W: Write> Rows<W> {
+    fn write<'a>(&mut self, cells: impl IntoIterator<Item = &'a str>) -> Result<(), ExportError> {
+        if self.guard {
+            let guarded: Vec<std::borrow::Cow<'a, str>> =
+                cells.into_iter().map(privacy::csv_cell).collect();
+            self.csv.write_record(guarded.iter().map(|c| c.as_bytes()))
+        } else {
+            self.csv.write_record(cells)
+        }
+        .map_err(csv_err)
+    }
 }
 
 /// Writes one table; gives its rows.
@@ -253,6 +287,7 @@ async fn write_table(
     tx: &mut Tx,
     table: Table,
     opts: &ExportOptions,
+    privacy: &Privacy,
     w: &mut (dyn Write + Send),
     bar: &Option<indicatif::ProgressBar>,
 ) -> Result<u64, ExportError> {
@@ -266,6 +301,10 @@ async fn write_table(
         drop(csv);
         return copy_table(tx, &events_copy_select(opts), w, bar).await;
     }
+    let mut csv = Rows {
+        csv,
+        guard: opts.formula_guard,
+    };
     match table {
         Table::Stats => {
             let all = tx
@@ -275,8 +314,7 @@ async fn write_table(
                 )
                 .await?;
             for r in all {
-                let f: Vec<&str> = r.splitn(3, '|').collect();
-                csv.write_record(&f).map_err(csv_err)?;
+                csv.write(r.splitn(3, '|'))?;
                 rows += 1;
             }
         }
@@ -289,7 +327,14 @@ async fn write_table(
             } else {
                 " || char(31) || "
             };
-            let exprs = event_cells(|c| format!("COALESCE(CAST({c} AS TEXT), '')"));
+            let exprs = event_cells(|c| {
+                let e = format!("COALESCE(CAST({c} AS TEXT), '')");
+                if opts.formula_guard {
+                    privacy::csv_cell_sql(&e, pg)
+                } else {
+                    e
+                }
+            });
             let sql = format!(
                 "SELECT {} FROM timeline WHERE action_id > $1 ORDER BY action_id LIMIT $2",
                 exprs.join(sep)
@@ -306,7 +351,7 @@ async fn write_table(
                             cols.len()
                         )));
                     }
-                    csv.write_record(&f).map_err(csv_err)?;
+                    csv.write(f)?;
                 }
                 let n = lines.len();
                 if let Some(l) = lines.last() {
@@ -340,23 +385,20 @@ async fn write_table(
                 .iter()
                 .map(|k| cols.iter().position(|c| c == k).expect("a key column"))
                 .collect();
-            let pii_at: Vec<usize> = if table == Table::Parties && !opts.include_pii {
-                pii_columns(cols)
-            } else {
-                Vec::new()
-            };
-            // Only the exported fields are read out of each document, then masked.
+            // Only the exported fields are read out of each document, then masked; the
+            // keyset position is read before the mask (a person ID becomes a reference).
+            let mask = !opts.include_pii;
             let mut write_doc = |d: &str| -> Result<Vec<columns::Cell>, ExportError> {
-                let mut row = columns::cells(d, cols).map_err(|e| {
+                let row = columns::cells(d, cols).map_err(|e| {
                     ExportError::Invalid(format!("a projection document does not parse: {e}"))
                 })?;
-                for &p in &pii_at {
-                    if matches!(row[p], columns::Cell::Str(_)) {
-                        row[p] = columns::Cell::Str(columns::MASK.into());
-                    }
+                if mask {
+                    let mut out = row.clone();
+                    privacy.mask_cells(cols, &mut out);
+                    csv.write(out.iter().map(columns::Cell::as_str))?;
+                } else {
+                    csv.write(row.iter().map(columns::Cell::as_str))?;
                 }
-                csv.write_record(row.iter().map(columns::Cell::as_str))
-                    .map_err(csv_err)?;
                 Ok(row)
             };
             let (from, order) = match table {
@@ -410,7 +452,7 @@ async fn write_table(
             }
         }
     }
-    csv.flush()?;
+    csv.csv.flush()?;
     Ok(rows)
 }
 
@@ -435,7 +477,14 @@ fn event_cells(text: impl Fn(&str) -> String) -> Vec<String> {
 /// (tested). Empty texts are sent as NULL: COPY quotes an empty string (`""`) to tell it
 /// from NULL, the `csv` crate writes both as nothing.
 fn events_copy_select(opts: &ExportOptions) -> String {
-    let exprs = event_cells(|c| format!("NULLIF(CAST({c} AS TEXT), '')"));
+    let exprs = event_cells(|c| {
+        let e = format!("NULLIF(CAST({c} AS TEXT), '')");
+        if opts.formula_guard {
+            privacy::csv_cell_sql(&e, true)
+        } else {
+            e
+        }
+    });
     // An integer, so formatting it into the statement is safe (COPY takes no parameters).
     let after = opts.since_watermark.unwrap_or(-1);
     format!(
@@ -640,7 +689,11 @@ pub async fn export(store: &Store, opts: &ExportOptions) -> Result<Manifest, Exp
     }
     clean_stale(out);
     let staging = staging_dir(out);
-    std::fs::create_dir_all(&staging)?;
+    if opts.include_pii {
+        privacy::create_private_dir(&staging)?;
+    } else {
+        std::fs::create_dir_all(&staging)?;
+    }
     let r = write_all(store, opts, &staging).await;
     match r {
         Ok(m) => {
@@ -681,6 +734,17 @@ async fn write_all(
         ));
     }
     let wm = watermark(&mut tx).await?;
+    let key = tx
+        .texts(
+            "SELECT value FROM settings WHERE key = $1",
+            &[privacy::KEY_SETTING.into()],
+        )
+        .await?
+        .pop()
+        .ok_or_else(|| {
+            ExportError::Invalid("the database has no privacy key: run `isir migrate`".into())
+        })?;
+    let privacy = Privacy::from_hex(&key).map_err(ExportError::Invalid)?;
     let bar = if opts.progress {
         let mut total = 0i64;
         for t in &opts.tables {
@@ -715,8 +779,8 @@ async fn write_all(
         if let Some(b) = &bar {
             b.set_message(t.name());
         }
-        let mut sink = Sink::create(&dir.join(&name), opts.gzip)?;
-        let rows = write_table(&mut tx, *t, opts, sink.writer(), &bar).await?;
+        let mut sink = Sink::create(&dir.join(&name), opts.gzip, opts.include_pii)?;
+        let rows = write_table(&mut tx, *t, opts, &privacy, sink.writer(), &bar).await?;
         let (bytes, sha256) = sink.finish()?;
         files.push(FileEntry {
             table: *t,
@@ -759,9 +823,16 @@ async fn write_all(
             since,
             cases: erased,
         },
+        formula_guard: opts.formula_guard,
+        purged: Vec::new(),
+        rewritten: Vec::new(),
     };
     // The manifest last.
-    let mut f = std::fs::File::create(dir.join("manifest.json"))?;
+    let mut f = if opts.include_pii {
+        privacy::create_private_file(&dir.join("manifest.json"))?
+    } else {
+        std::fs::File::create(dir.join("manifest.json"))?
+    };
     f.write_all(
         serde_json::to_string_pretty(&m)
             .unwrap_or_default()
@@ -817,6 +888,7 @@ pub struct Nightly {
     pub keep: usize,
     pub gzip: bool,
     pub include_pii: bool,
+    pub formula_guard: bool,
     pub tables: Vec<Table>,
 }
 
@@ -850,21 +922,34 @@ pub async fn nightly_once(store: &Store, n: &Nightly) -> Result<Manifest, Export
     let m = export(
         store,
         &ExportOptions {
-            out: n.dir.join(name),
+            out: n.dir.join(&name),
             tables: n.tables.clone(),
             gzip: n.gzip,
             since_watermark: None,
             include_pii: n.include_pii,
+            formula_guard: n.formula_guard,
             previous_watermark: previous,
             progress: false,
         },
     )
     .await?;
+    let mut m = m;
     let all = list_exports(&n.dir);
-    if all.len() > n.keep {
+    let kept = if all.len() > n.keep {
         for old in &all[..all.len() - n.keep] {
             std::fs::remove_dir_all(old)?;
         }
+        &all[all.len() - n.keep..]
+    } else {
+        &all[..]
+    };
+    // Erasure reaches what is kept: every earlier export is purged of the debtors
+    // erased after its watermark, and this run's manifest says which.
+    let new = n.dir.join(&name);
+    let earlier: Vec<PathBuf> = kept.iter().filter(|p| **p != new).cloned().collect();
+    m.purged = purge::purge(store, &earlier).await?;
+    if !m.purged.is_empty() {
+        purge::write_manifest(&new, &m)?;
     }
     Ok(m)
 }

@@ -1,0 +1,480 @@
+//! What is personal, and the one mask every path out applies.
+//!
+//! Owns the decisions about personal data (see `docs/PRIVACY.md`):
+//! - which fields of a person are personal: the birth number, the birth date, the
+//!   register's person ID `idOsoby` (for a natural person it is surname, first name and
+//!   the birth date as DDMMYY), the DIČ of a natural person (`CZ` + the birth number) and
+//!   the street-level address of a natural person;
+//! - the mask readers without the `pii` scope get ([`Privacy::mask`]): those values
+//!   become `***`, and `person_id` becomes a stable opaque reference (a keyed hash,
+//!   [`Privacy::person_ref`]), so a person stays addressable without the birth date;
+//! - sealed cursors ([`Privacy::seal`]), so a page link never carries a person ID;
+//! - which actions erase a debtor under § 425 ([`is_erasure`]): the type alone decides,
+//!   whatever the note;
+//! - how a raw note of an erased debtor's case is redacted ([`redact_note`]);
+//! - the CSV formula guard ([`csv_cell`]) and files created for their owner only.
+//!
+//! Must never: log a value it masks, be skipped by a path out (API answers in every
+//! format, cursors, HTML, exports, snapshots), or use the person ID's hash without the
+//! replica's secret key (names are public and birth dates few: an unkeyed hash of an
+//! `idOsoby` is reversed by trying them).
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use base64::Engine;
+use chacha20poly1305::aead::{Aead, KeyInit};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use hmac::{Hmac, Mac};
+use rand::RngCore;
+use serde_json::Value;
+use sha2::Sha256;
+
+use crate::source::model::{Detail, Note, Person};
+
+/// The `settings` key of the replica's secret (64 hex digits), made by the first
+/// `migrate` and shared by every process that reads the replica.
+pub const KEY_SETTING: &str = "privacy_key";
+
+/// What a reader without the `pii` scope sees in place of a personal value.
+pub const MASK: &str = "***";
+
+/// The person ID a redacted person block carries in the replica.
+pub const REDACTED: &str = "REDACTED";
+
+/// Action types that make a debtor's data inaccessible (§ 425 of the Insolvency Act):
+/// 636 "Znepřístupnění údajů o dlužníkovi dle § 425 IZ" and 637 "Souhlas soudu se
+/// žádostí o vyškrtnutí dlužníka ze seznamu dlužníků". The code list marks no other
+/// code so (1045 is only the request to strike, which the court may refuse).
+pub const ERASURE_TYPES: &[&str] = &["636", "637"];
+
+/// Whether an action erases its case's debtors: by its type alone, whatever its note
+/// (which is optional, may be of an unknown schema or fail to parse), or by a parsed
+/// `datumVyskrtnuti`.
+pub fn is_erasure(type_code: &str, note: &Note) -> bool {
+    ERASURE_TYPES.contains(&type_code.trim())
+        || matches!(note, Note::Parsed(d) if d.struck_out.is_some())
+}
+
+/// The fields of a person document whose value is personal whatever the person.
+const PERSONAL_FIELDS: &[&str] = &["birth_number", "birth_date"];
+
+/// The address fields of a natural person readers without the scope still see (the
+/// town, as the register's own search shows it); the rest of the address is personal.
+const PUBLIC_ADDRESS_FIELDS: &[&str] = &["kind", "city", "district", "country"];
+
+/// Whether a DIČ is personal: a legal person's is two letters and its 8-digit IČO;
+/// anything else (`CZ` + a 9- or 10-digit birth number, or an unknown form) is
+/// treated as a natural person's.
+pub fn personal_dic(dic: &str) -> bool {
+    let d = dic.trim().as_bytes();
+    !(d.len() == 10
+        && d[..2].iter().all(u8::is_ascii_alphabetic)
+        && d[2..].iter().all(u8::is_ascii_digit))
+}
+
+/// Whether a person document (an object with `kind`, `ico`, ...) is of a natural person:
+/// kind `F` or `PODNIKATEL`, or any birth data, or no kind and no IČO.
+fn natural(o: &serde_json::Map<String, Value>) -> bool {
+    let kind = o.get("kind").and_then(Value::as_str);
+    let has = |k: &str| {
+        o.get(k)
+            .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+    };
+    matches!(kind, Some("F") | Some("PODNIKATEL"))
+        || has("birth_number")
+        || has("birth_date")
+        || (kind.is_none() && !has("ico"))
+}
+
+/// The replica's secret: keys the person references and seals cursors.
+#[derive(Clone)]
+pub struct Privacy {
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for Privacy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Privacy(..)")
+    }
+}
+
+impl Privacy {
+    /// A new random key, as hex (for the `settings` row).
+    pub fn generate_hex() -> String {
+        let mut k = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut k);
+        hex::encode(k)
+    }
+
+    pub fn from_hex(h: &str) -> Result<Privacy, String> {
+        let v = hex::decode(h.trim()).map_err(|e| format!("{KEY_SETTING}: {e}"))?;
+        let key: [u8; 32] = v
+            .try_into()
+            .map_err(|_| format!("{KEY_SETTING}: not 32 bytes"))?;
+        Ok(Privacy { key })
+    }
+
+    /// The replica's key from its `settings` (made by `migrate`).
+    pub async fn load(store: &crate::store::Store) -> anyhow::Result<Privacy> {
+        let h = store.setting(KEY_SETTING).await?.ok_or_else(|| {
+            anyhow::anyhow!("the database has no privacy key yet: run `isir migrate` once")
+        })?;
+        Privacy::from_hex(&h).map_err(anyhow::Error::msg)
+    }
+
+    fn mac(&self, domain: &[u8], data: &[u8]) -> [u8; 32] {
+        let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&self.key).expect("any key length");
+        m.update(domain);
+        m.update(&[0]);
+        m.update(data);
+        m.finalize().into_bytes().into()
+    }
+
+    /// The opaque, stable reference of a person ID: `p_` and 20 hex digits of
+    /// HMAC-SHA256 under the replica's key. The same `idOsoby` gives the same reference
+    /// in every case and every answer of this replica.
+    pub fn person_ref(&self, person_id: &str) -> String {
+        format!(
+            "p_{}",
+            hex::encode(&self.mac(b"person", person_id.as_bytes())[..10])
+        )
+    }
+
+    fn cipher(&self) -> XChaCha20Poly1305 {
+        let k = self.mac(b"cursor", b"");
+        XChaCha20Poly1305::new((&k).into())
+    }
+
+    /// A cursor: the keyset position, encrypted and authenticated (XChaCha20-Poly1305),
+    /// URL-safe base64. Neither read nor forged without the key.
+    pub fn seal(&self, parts: &[String]) -> String {
+        let mut nonce = [0u8; 24];
+        rand::thread_rng().fill_bytes(&mut nonce);
+        let plain = serde_json::to_vec(parts).unwrap_or_default();
+        let ct = self
+            .cipher()
+            .encrypt(&XNonce::from(nonce), plain.as_slice())
+            .expect("encryption of a short text");
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&ct);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(out)
+    }
+
+    /// The parts of a cursor [`Privacy::seal`] made, if it did and there are `n`.
+    pub fn unseal(&self, token: &str, n: usize) -> Option<Vec<String>> {
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .ok()?;
+        if raw.len() < 24 + 16 || token.len() > 4096 {
+            return None;
+        }
+        let nonce: [u8; 24] = raw[..24].try_into().ok()?;
+        let plain = self
+            .cipher()
+            .decrypt(&XNonce::from(nonce), &raw[24..])
+            .ok()?;
+        let v: Vec<String> = serde_json::from_slice(&plain).ok()?;
+        (v.len() == n).then_some(v)
+    }
+
+    /// The mask for readers without the `pii` scope, applied to any projection document
+    /// (a case with its debtors and administrator, a person): in every object,
+    /// `person_id` becomes its reference, birth number and date become `***`, so does a
+    /// personal DIČ, and a natural person's addresses keep only kind, town, district and
+    /// country. `null` stays `null`.
+    pub fn mask(&self, mut v: Value) -> Value {
+        self.mask_in(&mut v);
+        v
+    }
+
+    fn mask_in(&self, v: &mut Value) {
+        match v {
+            Value::Array(a) => a.iter_mut().for_each(|x| self.mask_in(x)),
+            Value::Object(o) => {
+                let nat = natural(o);
+                for (k, x) in o.iter_mut() {
+                    match (k.as_str(), &*x) {
+                        ("person_id", Value::String(s)) => *x = Value::String(self.person_ref(s)),
+                        (f, Value::String(_)) if PERSONAL_FIELDS.contains(&f) => {
+                            *x = Value::String(MASK.into())
+                        }
+                        ("dic", Value::String(s)) if personal_dic(s) => {
+                            *x = Value::String(MASK.into())
+                        }
+                        ("addresses", Value::Array(_)) if nat => {
+                            if let Value::Array(list) = x {
+                                for a in list.iter_mut() {
+                                    if let Value::Object(a) = a {
+                                        for (ak, av) in a.iter_mut() {
+                                            if av.is_string()
+                                                && !PUBLIC_ADDRESS_FIELDS.contains(&ak.as_str())
+                                            {
+                                                *av = Value::String(MASK.into());
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                        (_, Value::Object(_) | Value::Array(_)) => self.mask_in(x),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// [`Privacy::mask`] of one CSV row of `cols` (cells as read from a document):
+    /// `person_id` to its reference, birth data and a personal DIČ to `***`.
+    pub fn mask_cells(&self, cols: &[&str], row: &mut [crate::projection::columns::Cell]) {
+        use crate::projection::columns::Cell;
+        for (c, cell) in cols.iter().zip(row.iter_mut()) {
+            let Cell::Str(s) = cell else { continue };
+            let leaf = c.rsplit('.').next().unwrap_or(c);
+            if leaf == "person_id" {
+                *s = self.person_ref(s);
+            } else if PERSONAL_FIELDS.contains(&leaf) || (leaf == "dic" && personal_dic(s)) {
+                *s = MASK.into();
+            }
+        }
+    }
+}
+
+/// A CSV cell that a spreadsheet will not run: a text starting with `=`, `+`, `-`, `@`,
+/// a tab or a carriage return gets a leading `'` (OWASP's "CSV injection" advice).
+pub fn csv_cell(s: &str) -> Cow<'_, str> {
+    match s.as_bytes().first() {
+        Some(b'=' | b'+' | b'-' | b'@' | b'\t' | b'\r') => Cow::Owned(format!("'{s}")),
+        _ => Cow::Borrowed(s),
+    }
+}
+
+/// The SQL of [`csv_cell`] over a text expression, for rows a database writes itself
+/// (PostgreSQL's COPY). Equal to [`csv_cell`] on every text.
+pub fn csv_cell_sql(expr: &str, pg: bool) -> String {
+    let (tab, cr) = if pg {
+        ("chr(9)", "chr(13)")
+    } else {
+        ("char(9)", "char(13)")
+    };
+    format!(
+        "CASE WHEN substr({expr}, 1, 1) IN ('=', '+', '-', '@', {tab}, {cr}) THEN '''' || {expr} ELSE {expr} END"
+    )
+}
+
+/// A person block stripped of everything personal: only its role, kind and the date it
+/// left the case remain (the case's debtor kind is not personal).
+fn redacted_person(p: &Person) -> Person {
+    Person {
+        id: REDACTED.into(),
+        role: p.role.clone(),
+        kind: p.kind.clone(),
+        left_case: p.left_case.clone(),
+        ..Default::default()
+    }
+}
+
+/// Whether a person block is (or may be) an erased debtor's: a debtor, or a person
+/// without a role (the register's role is optional).
+pub fn erasable(p: &Person) -> bool {
+    matches!(p.role.as_deref(), None | Some("DLUŽNÍK"))
+}
+
+/// The note of an action of an erased case, redacted: a parsed note keeps everything
+/// but a debtor's (or role-less) person block, which keeps only role, kind and the
+/// date it left, and the person IDs `idOsoby1/2`; elements the parser does not know are
+/// dropped (an unknown schema may hold anything). A note that does not parse is replaced
+/// whole by an empty note of schema `redacted`: what cannot be read cannot be kept.
+/// `None` when the note is already so.
+pub fn redact_note(note: &str) -> Option<String> {
+    let d = match crate::source::parse::parse_note(note) {
+        Ok(mut d) => {
+            if let Some(p) = d.person.as_mut().filter(|p| erasable(p)) {
+                *p = redacted_person(p);
+            }
+            for id in [&mut d.person_id1, &mut d.person_id2] {
+                if id.is_some() {
+                    *id = Some(REDACTED.into());
+                }
+            }
+            d
+        }
+        Err(_) => Detail {
+            schema_version: Some("redacted".into()),
+            ..Default::default()
+        },
+    };
+    let out = crate::source::write::note_xml(&d);
+    (out != note).then_some(out)
+}
+
+/// Creates a file readable and writable by its owner only (mode 0600), truncating.
+pub fn create_private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.mode(0o600);
+    }
+    o.open(path)
+}
+
+/// Creates a directory (and its parents) only its owner can enter (mode 0700).
+pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        b.mode(0o700);
+    }
+    b.create(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p() -> Privacy {
+        Privacy::from_hex(&"11".repeat(32)).unwrap()
+    }
+
+    #[test]
+    fn person_refs_are_stable_keyed_and_opaque() {
+        let a = p().person_ref("NOVÁKJAN010185 1");
+        assert_eq!(a, p().person_ref("NOVÁKJAN010185 1"));
+        assert_ne!(a, p().person_ref("NOVÁKJAN020185 1"));
+        let other = Privacy::from_hex(&"22".repeat(32)).unwrap();
+        assert_ne!(a, other.person_ref("NOVÁKJAN010185 1"));
+        assert!(a.starts_with("p_") && a.len() == 22 && !a.contains("0101"));
+    }
+
+    #[test]
+    fn cursors_round_trip_and_refuse_tampering() {
+        let k = p();
+        let parts = vec![
+            "INS 1/2020".to_string(),
+            "KSBR".into(),
+            "NOVÁKJAN010185 1".into(),
+        ];
+        let c = k.seal(&parts);
+        assert!(!c.contains("NOV"));
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&c)
+            .unwrap();
+        assert!(!String::from_utf8_lossy(&raw).contains("010185"));
+        assert_eq!(k.unseal(&c, 3), Some(parts.clone()));
+        assert_eq!(k.unseal(&c, 2), None);
+        let mut bad = raw.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        let bad = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bad);
+        assert_eq!(k.unseal(&bad, 3), None);
+        assert_eq!(
+            Privacy::from_hex(&"22".repeat(32)).unwrap().unseal(&c, 3),
+            None
+        );
+        assert_eq!(k.unseal("not-a-cursor", 3), None);
+    }
+
+    #[test]
+    fn the_mask_hides_what_is_personal_and_keeps_the_rest() {
+        let doc = json!({
+            "person_id": "NOVÁKJAN010185 1", "kind": "F", "name": "Novák",
+            "birth_number": "850101/1234", "birth_date": "1985-01-01+01:00",
+            "dic": "CZ8501011234", "ico": null,
+            "addresses": [{"kind": "TRVALÁ", "city": "Brno", "street": "Dlouhá",
+                           "house_number": "5", "postcode": "602 00", "district": null}],
+            "debtors": [{"person_id": "X 1", "kind": "P", "dic": "CZ12345678",
+                         "addresses": [{"street": "Sídelní"}], "ico": "12345678"}]
+        });
+        let m = p().mask(doc);
+        assert_eq!(m["person_id"], json!(p().person_ref("NOVÁKJAN010185 1")));
+        assert_eq!(m["birth_number"], "***");
+        assert_eq!(m["birth_date"], "***");
+        assert_eq!(m["dic"], "***");
+        assert_eq!(m["ico"], Value::Null);
+        assert_eq!(m["name"], "Novák");
+        assert_eq!(m["addresses"][0]["city"], "Brno");
+        assert_eq!(m["addresses"][0]["street"], "***");
+        assert_eq!(m["addresses"][0]["postcode"], "***");
+        assert_eq!(m["addresses"][0]["district"], Value::Null);
+        // A company keeps its DIČ and its seat.
+        assert_eq!(m["debtors"][0]["dic"], "CZ12345678");
+        assert_eq!(m["debtors"][0]["addresses"][0]["street"], "Sídelní");
+        assert_eq!(m["debtors"][0]["person_id"], json!(p().person_ref("X 1")));
+    }
+
+    #[test]
+    fn dic_forms() {
+        assert!(!personal_dic("CZ12345678"));
+        assert!(personal_dic("CZ8501011234"));
+        assert!(personal_dic("CZ850101123"));
+        assert!(personal_dic("1234"));
+    }
+
+    #[test]
+    fn the_csv_guard_follows_owasp() {
+        for (i, o) in [
+            ("=HYPERLINK(\"x\")", "'=HYPERLINK(\"x\")"),
+            ("+1", "'+1"),
+            ("-1", "'-1"),
+            ("@SUM(A1)", "'@SUM(A1)"),
+            ("\tx", "'\tx"),
+            ("\rx", "'\rx"),
+            ("Novák = x", "Novák = x"),
+            ("", ""),
+            ("INS 1/2020", "INS 1/2020"),
+        ] {
+            assert_eq!(csv_cell(i), o, "{i:?}");
+        }
+    }
+
+    #[test]
+    fn erasure_is_decided_by_the_type_alone() {
+        assert!(is_erasure("636", &Note::Absent));
+        assert!(is_erasure("637", &Note::Unparsed { error: "x".into() }));
+        assert!(!is_erasure("1045", &Note::Absent));
+        let d = Detail {
+            struck_out: Some("2020-01-01".into()),
+            ..Default::default()
+        };
+        assert!(is_erasure("372", &Note::Parsed(Box::new(d))));
+    }
+
+    #[test]
+    fn notes_of_erased_debtors_are_redacted_whatever_they_hold() {
+        let d = Detail {
+            schema_version: Some("1_10".into()),
+            origin: Some("KSJIMBM".into()),
+            person: Some(Person {
+                id: "NOVÁKJAN010185 1".into(),
+                role: Some("DLUŽNÍK".into()),
+                kind: Some("F".into()),
+                birth_number: Some("850101/1234".into()),
+                name: Some("Novák".into()),
+                ..Default::default()
+            }),
+            person_id1: Some("NOVÁKJAN010185 1".into()),
+            ..Default::default()
+        };
+        let note = crate::source::write::note_xml(&d);
+        let r = redact_note(&note).expect("changed");
+        for secret in ["Novák", "850101", "010185"] {
+            assert!(!r.contains(secret), "{secret} in {r}");
+        }
+        assert!(r.contains("KSJIMBM") && r.contains("DLUŽNÍK"));
+        assert_eq!(redact_note(&r), None, "idempotent");
+        // A creditor stays.
+        let mut c = d.clone();
+        c.person.as_mut().unwrap().role = Some("VĚŘITEL".into());
+        c.person_id1 = None;
+        assert_eq!(redact_note(&crate::source::write::note_xml(&c)), None);
+        // What does not parse is not kept.
+        let r = redact_note("<udalost><osoba>NOVÁKJAN010185 1 850101/1234").unwrap();
+        assert!(!r.contains("850101") && !r.contains("NOV"));
+    }
+}
