@@ -78,6 +78,13 @@ impl App {
         store: &Store,
     ) -> anyhow::Result<(Lease, Budget, Option<Arc<RedisConn>>)> {
         let ttl = Duration::from_secs(settings.lease.ttl_secs);
+        // The budget's one system of record is the database, with Redis or without.
+        let budget = Budget::database(
+            store.clone(),
+            settings.budget.daily,
+            settings.budget.per_minute,
+        )
+        .margin(Duration::from_secs(settings.budget.window_margin_secs));
         let r = match &settings.redis.url {
             Some(url) => {
                 let conn = Arc::new(
@@ -91,22 +98,13 @@ impl App {
                         store.clone(),
                         ttl,
                     ),
-                    Budget::redis(
-                        conn.clone(),
-                        &settings.budget.key_prefix,
-                        settings.budget.daily,
-                        settings.budget.per_minute,
-                    ),
+                    budget,
                     Some(conn),
                 )
             }
             None => (
                 Lease::database(&settings.lease.key, store.clone(), ttl),
-                Budget::database(
-                    store.clone(),
-                    settings.budget.daily,
-                    settings.budget.per_minute,
-                ),
+                budget,
                 None,
             ),
         };

@@ -1,40 +1,40 @@
 //! The request budget: the register's daily limit (per Europe/Prague calendar day) and
 //! per-minute limit, counted durably and shared by every instance.
 //!
-//! With Redis: a key per day (with an expiry) and a sliding one-minute window, checked and
-//! counted by one script. Without Redis: the same in database rows. In process, governor
-//! smooths bursts first. A request is counted when granted, before it is sent; if the
-//! counter cannot be reached nothing is granted (fail closed). This module never sends.
+//! One system of record, the database (rows `budget_day` and `budget_log`), whatever the
+//! process's configuration: the daemon with Redis, an operator's `isir fetch` without it
+//! and a restarted process all spend one budget, and a Redis restart cannot raise it
+//! (at most 3000 writes a day). The register counts a request when it arrives, not when
+//! we grant it: the minute window is counted over 60 s plus a margin for the time from
+//! grant to arrival (`budget.window_margin_secs`), so that no 60-second window at the
+//! source sees more than `per_minute`, across restarts too. In process, governor smooths
+//! bursts first. A request is counted when granted, before it is sent; if the counter
+//! cannot be reached nothing is granted (fail closed). This module never sends.
 
 use std::num::NonZeroU32;
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Days, TimeZone, Utc};
 use chrono_tz::Europe::Prague;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
-use crate::redis_conn::RedisConn;
 use crate::source::{Gate, GateError, Operation};
 use crate::store::{DbTake, Store};
 
-enum Backend {
-    Redis {
-        conn: Arc<RedisConn>,
-        prefix: String,
-    },
-    Db(Store),
-}
+/// The margin added to the register's one-minute window by default: a request reaches
+/// the register within a few seconds of its grant (connection, TLS, the body), or not
+/// at all.
+pub const DEFAULT_MARGIN: Duration = Duration::from_secs(5);
 
 pub struct Budget {
-    backend: Backend,
+    store: Store,
     daily: u64,
     per_minute: u32,
+    /// The minute window as counted here: 60 s and the margin.
+    window: Duration,
     limiter: DefaultDirectRateLimiter,
     /// How long `acquire` may wait for the minute window before refusing.
     max_wait: Duration,
-    /// Makes this process's entries of the shared minute window unique.
-    member: (String, std::sync::atomic::AtomicU64),
 }
 
 /// Today's usage.
@@ -67,55 +67,24 @@ pub fn next_reset(t: DateTime<Utc>) -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-const TAKE: &str = r#"
-local used = tonumber(redis.call('GET', KEYS[1]) or '0')
-if used >= tonumber(ARGV[1]) then
-  return {0, used}
-end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 60000)
-local n = redis.call('ZCARD', KEYS[2])
-if n >= tonumber(ARGV[2]) then
-  local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-  return {1, tonumber(oldest[2]) + 60001 - now}
-end
-used = redis.call('INCR', KEYS[1])
-redis.call('EXPIRE', KEYS[1], 172800)
-redis.call('ZADD', KEYS[2], now, ARGV[3])
-redis.call('PEXPIRE', KEYS[2], 120000)
-return {2, used}
-"#;
-
 impl Budget {
-    pub fn redis(conn: Arc<RedisConn>, prefix: &str, daily: u64, per_minute: u32) -> Self {
-        Self::with(
-            Backend::Redis {
-                conn,
-                prefix: prefix.into(),
-            },
-            daily,
-            per_minute,
-        )
-    }
-
+    /// The budget counted in `store`, with the default margin.
     pub fn database(store: Store, daily: u64, per_minute: u32) -> Self {
-        Self::with(Backend::Db(store), daily, per_minute)
-    }
-
-    fn with(backend: Backend, daily: u64, per_minute: u32) -> Self {
         let q = Quota::per_minute(NonZeroU32::new(per_minute.max(1)).unwrap());
         Self {
-            backend,
+            store,
             daily,
             per_minute,
+            window: Duration::from_secs(60) + DEFAULT_MARGIN,
             limiter: RateLimiter::direct(q),
             max_wait: Duration::from_secs(65),
-            member: (
-                crate::lease::holder_identity(),
-                std::sync::atomic::AtomicU64::new(0),
-            ),
         }
+    }
+
+    /// Sets the margin added to the one-minute window for the time from grant to arrival.
+    pub fn margin(mut self, m: Duration) -> Self {
+        self.window = Duration::from_secs(60) + m;
+        self
     }
 
     /// Sets how long `acquire` may wait for room in the minute window.
@@ -132,46 +101,26 @@ impl Budget {
     async fn take(&self) -> Result<(), GateError> {
         let now = Utc::now();
         let day = prague_day(now);
-        let exhausted = |used: u64| GateError::BudgetExhausted {
-            used,
-            limit: self.daily,
-            resets_at: next_reset(now).to_rfc3339(),
-        };
-        match &self.backend {
-            Backend::Db(store) => {
-                match store.budget_take(&day, self.daily, self.per_minute).await {
-                    Ok(DbTake::Granted { .. }) => Ok(()),
-                    Ok(DbTake::DayExhausted { used }) => Err(exhausted(used)),
-                    Ok(DbTake::MinuteFull { retry_after_ms }) => Err(GateError::RateLimited {
-                        retry_after: Duration::from_millis(retry_after_ms.max(1) as u64),
-                    }),
-                    Err(e) => Err(GateError::Unavailable(format!("database: {e}"))),
-                }
-            }
-            Backend::Redis { conn, prefix } => {
-                let day_key = format!("{prefix}:{day}");
-                let min_key = format!("{prefix}:minute");
-                let seq = self
-                    .member
-                    .1
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let member = format!("{}:{seq}", self.member.0);
-                let r: Result<(i64, i64), _> = conn
-                    .eval(
-                        &redis::Script::new(TAKE),
-                        &[&day_key, &min_key],
-                        &[self.daily.to_string(), self.per_minute.to_string(), member],
-                    )
-                    .await;
-                match r {
-                    Ok((2, _)) => Ok(()),
-                    Ok((0, used)) => Err(exhausted(used as u64)),
-                    Ok((_, ms)) => Err(GateError::RateLimited {
-                        retry_after: Duration::from_millis(ms.max(1) as u64),
-                    }),
-                    Err(e) => Err(GateError::Unavailable(format!("redis: {e}"))),
-                }
-            }
+        match self
+            .store
+            .budget_take(
+                &day,
+                self.daily,
+                self.per_minute,
+                self.window.as_millis() as i64,
+            )
+            .await
+        {
+            Ok(DbTake::Granted { .. }) => Ok(()),
+            Ok(DbTake::DayExhausted { used }) => Err(GateError::BudgetExhausted {
+                used,
+                limit: self.daily,
+                resets_at: next_reset(now).to_rfc3339(),
+            }),
+            Ok(DbTake::MinuteFull { retry_after_ms }) => Err(GateError::RateLimited {
+                retry_after: Duration::from_millis(retry_after_ms.max(1) as u64),
+            }),
+            Err(e) => Err(GateError::Unavailable(format!("database: {e}"))),
         }
     }
 
@@ -179,17 +128,7 @@ impl Budget {
     pub async fn usage(&self) -> anyhow::Result<BudgetUsage> {
         let now = Utc::now();
         let day = prague_day(now);
-        let used = match &self.backend {
-            Backend::Db(store) => store.budget_used(&day).await?,
-            Backend::Redis { conn, prefix } => {
-                let mut c = conn.get().await?;
-                let v: Option<u64> = redis::cmd("GET")
-                    .arg(format!("{prefix}:{day}"))
-                    .query_async(&mut c)
-                    .await?;
-                v.unwrap_or(0)
-            }
-        };
+        let used = self.store.budget_used(&day).await?;
         Ok(BudgetUsage {
             day,
             used,

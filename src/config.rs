@@ -219,8 +219,12 @@ pub struct BudgetSettings {
     pub daily: u64,
     /// Requests a minute. 50: the register's published limit.
     pub per_minute: u32,
-    /// Prefix of the per-day Redis keys.
+    /// Unused since the count lives in the database for every process (kept so that
+    /// existing configuration files still load).
     pub key_prefix: String,
+    /// Added to the register's one-minute window for the time from a grant to the
+    /// request's arrival at the register, which counts arrivals. 5 s.
+    pub window_margin_secs: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -306,6 +310,7 @@ impl Default for BudgetSettings {
             daily: 3000,
             per_minute: 50,
             key_prefix: "isir:budget".into(),
+            window_margin_secs: 5,
         }
     }
 }
@@ -449,6 +454,27 @@ impl Settings {
             self.lease.ttl_secs >= 3,
             "lease.ttl_secs",
             "must be at least 3 (renewal runs at a third of it)",
+        );
+        // After its last renewal (every third of the TTL) the lease lives two thirds of
+        // it; the step in flight then (a request and its retry backoff) must end inside,
+        // or a writer could find its lease gone mid-request on every tick.
+        let backoff_ms = self
+            .source
+            .retry_backoff_ms
+            .saturating_mul(1u64 << self.source.max_retries.min(20));
+        let step_ms = self
+            .source
+            .timeout_secs
+            .saturating_mul(1000)
+            .saturating_add(backoff_ms);
+        check(
+            self.lease.ttl_secs.saturating_mul(2000) / 3 >= step_ms,
+            "lease.ttl_secs",
+            &format!(
+                "two thirds of it must hold one page request: source.timeout_secs ({} s) and the \
+                 longest retry backoff ({} ms, source.retry_backoff_ms doubled source.max_retries times)",
+                self.source.timeout_secs, backoff_ms
+            ),
         );
         check(!self.lease.key.is_empty(), "lease.key", "must not be empty");
         check(

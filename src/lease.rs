@@ -216,11 +216,23 @@ impl Lease {
                             expires_at: (pttl >= 0).then_some(expires_at),
                         });
                     }
-                    // Register the epoch so that any older holder is fenced from now on.
-                    let store_epoch = self.store.register_epoch(epoch).await?;
-                    if store_epoch == epoch {
-                        return Ok(Acquire::Granted(Grant { epoch, expires_at }));
-                    }
+                    // A new grant claims its epoch (it must be above every epoch the
+                    // store has seen: unique per grant), so that any older holder is
+                    // fenced from now on; a kept lease must still hold the store's epoch
+                    // (else it was overtaken, by a restore or a grant Redis forgot).
+                    let store_epoch = if kind == 2 {
+                        let before = self.store.claim_epoch(epoch).await?;
+                        if before < epoch {
+                            return Ok(Acquire::Granted(Grant { epoch, expires_at }));
+                        }
+                        before
+                    } else {
+                        let now = self.store.writer_state().await?.epoch;
+                        if now == epoch {
+                            return Ok(Acquire::Granted(Grant { epoch, expires_at }));
+                        }
+                        now.max(epoch)
+                    };
                     // The store has seen a newer epoch than Redis gave (Redis lost its
                     // state): give this grant back and take one above the store's.
                     self.release_redis(conn, key, epoch).await?;

@@ -337,7 +337,10 @@ impl Poller {
             .head_checked_at
             .is_none_or(|at| now_ms() - at >= self.opts.head_check.as_millis() as i64);
         if due {
-            match self.client.last_id().await {
+            let Some(r) = cancellable(self.client.last_id(), shutdown).await else {
+                return TickOutcome::Interrupted;
+            };
+            match r {
                 Ok(h) => {
                     t.requests += 1;
                     head = Some(h);
@@ -431,7 +434,13 @@ impl Poller {
         let mut backoff = self.opts.retry_backoff;
         let mut attempt = 0;
         loop {
-            match self.client.fetch_after(after).await {
+            // A stop cancels the request in flight (and its wait for the budget): the
+            // daemon must release the lease and exit within seconds, not after a 120 s
+            // timeout or a 65 s minute window. Nothing is stored from it.
+            let Some(r) = cancellable(self.client.fetch_after(after), shutdown).await else {
+                return Err(TickOutcome::Interrupted);
+            };
+            match r {
                 Ok(p) => {
                     t.requests += 1;
                     return Ok(p);
@@ -463,6 +472,21 @@ impl Poller {
                 }
             }
         }
+    }
+}
+
+/// `f`, unless `shutdown` turns true first (then `f` is dropped, cancelling it).
+async fn cancellable<T>(
+    f: impl std::future::Future<Output = T>,
+    shutdown: &watch::Receiver<bool>,
+) -> Option<T> {
+    let mut sd = shutdown.clone();
+    if *sd.borrow() {
+        return None;
+    }
+    tokio::select! {
+        r = f => Some(r),
+        _ = sd.wait_for(|v| *v) => None,
     }
 }
 

@@ -38,8 +38,14 @@ async fn whole_stream_equals_ground_truth() {
             Some(l) => after = l,
         }
         for r in page.records {
-            // Every generated detail parses.
-            assert!(!matches!(r.detail, Note::Unparsed { .. }), "{:?}", r.detail);
+            // Every generated detail parses, but the erasures' that the simulator breaks
+            // on purpose (the type alone must decide an erasure).
+            assert!(
+                !matches!(r.detail, Note::Unparsed { .. })
+                    || ["636", "637"].contains(&r.action.type_code.as_str()),
+                "{:?}",
+                r.detail
+            );
             got.push(r.action);
         }
     }

@@ -50,6 +50,10 @@ fn env_of(s: &isir::config::Settings) -> Vec<(String, String)> {
         ),
         ("ISIR_POLL__PAGE_SIZE".into(), s.poll.page_size.to_string()),
         ("ISIR_LEASE__TTL_SECS".into(), s.lease.ttl_secs.to_string()),
+        (
+            "ISIR_SOURCE__TIMEOUT_SECS".into(),
+            s.source.timeout_secs.to_string(),
+        ),
         ("ISIR_LEASE__KEY".into(), s.lease.key.clone()),
         ("ISIR_LEASE__EPOCH_KEY".into(), s.lease.epoch_key.clone()),
         ("ISIR_BUDGET__DAILY".into(), s.budget.daily.to_string()),
@@ -187,6 +191,7 @@ async fn three_daemons_one_writer() {
     s.poll.max_batches_per_tick = 3;
     s.poll.page_size = 100;
     s.lease.ttl_secs = 3;
+    s.source.timeout_secs = 1;
     let env = env_of(&s);
     let dir = tempfile::tempdir().unwrap();
     let logs: Vec<_> = (0..3)
@@ -475,6 +480,7 @@ async fn lease_chaos_random() {
     s.poll.max_batches_per_tick = 5;
     s.poll.page_size = 100;
     s.lease.ttl_secs = 3;
+    s.source.timeout_secs = 1;
     s.budget.daily = 100_000;
     s.budget.per_minute = 100_000;
     let env = env_of(&s);
@@ -596,4 +602,71 @@ async fn poll_once_releases_the_lease() {
         info.holder, None,
         "the lease is free after poll --once: {info:?}"
     );
+}
+
+/// SIGTERM while a page request is in flight to a source that answers in a minute: the
+/// daemon cancels the request, releases the lease and exits within seconds, instead of
+/// waiting for the answer (Docker's and systemd's stop timeouts would SIGKILL it and
+/// the next writer would wait out the TTL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_within_seconds_with_a_slow_source() {
+    let (sim, url, _g) = isir::sim::spawn(isir::sim::SimOptions {
+        seed: 23,
+        actions: 5_000,
+        page: 100,
+        latency: Duration::from_secs(60),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    for b in [Backend::Sqlite, Backend::Postgres] {
+        let db = common::fresh_db(b).await;
+        let mut s = common::settings(&url, &db);
+        s.source.timeout_secs = 100;
+        let env = env_of(&s);
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("d.log");
+        let before = sim.stats().requests_total;
+        let mut kid = daemon(&env, &log);
+        // Wait until a request has reached the source (it will answer in a minute).
+        let t0 = Instant::now();
+        while sim.stats().requests_total == before {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "no request: {}",
+                tail(&log)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let asked = Instant::now();
+        signal(&kid, "-TERM");
+        let status = loop {
+            if let Some(st) = kid.try_wait().unwrap() {
+                break st;
+            }
+            assert!(
+                asked.elapsed() < Duration::from_secs(20),
+                "{b:?}: still running 20 s after SIGTERM: {}",
+                tail(&log)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let took = asked.elapsed();
+        assert!(status.success(), "{b:?}: {status:?}: {}", tail(&log));
+        eprintln!("{b:?}: stopped {took:?} after SIGTERM");
+        // The lease is released: another writer takes it at once.
+        let store = common::store(&db).await;
+        let l = Lease::database(&s.lease.key, store.clone(), Duration::from_secs(60));
+        assert!(
+            matches!(l.acquire().await.unwrap(), isir::lease::Acquire::Granted(_)),
+            "{b:?}: the lease was released: {}",
+            tail(&log)
+        );
+        assert_eq!(
+            store.checkpoint().await.unwrap(),
+            None,
+            "nothing stored from it"
+        );
+    }
 }

@@ -21,8 +21,13 @@ proptest! {
         let page = parse_data_response(xml.as_bytes(), after).unwrap();
         prop_assert_eq!(page.actions().cloned().collect::<Vec<_>>(), slice.to_vec());
         for r in &page.records {
+            // The erasures' notes of an unknown schema or broken on purpose are the
+            // simulator's hostile input: kept verbatim (above), not rewritable.
+            let hostile = ["636", "637"].contains(&r.action.type_code.as_str())
+                && r.action.note.as_deref().is_some_and(|n| !n.contains("verzeXsd=\"1_10\"") || !n.ends_with('>'));
             match (&r.action.note, &r.detail) {
                 (None, Note::Absent) => {}
+                (Some(_), _) if hostile => {}
                 (Some(raw), Note::Parsed(d)) => prop_assert_eq!(&note_xml(d), raw),
                 other => prop_assert!(false, "{:?}", other),
             }

@@ -201,10 +201,9 @@ async fn bad_snapshots_are_refused() {
     let e = snapshot::restore(&a2.store, &a2.lease, &t, false, false)
         .await
         .unwrap_err();
-    assert!(
-        e.to_string().contains("checksum") || e.to_string().contains("damaged"),
-        "{e}"
-    );
+    // Refused, by whichever check meets the flipped byte first (the checksum, gzip's
+    // own check, or the line it garbles).
+    assert!(matches!(e, snapshot::SnapshotError::Refused(_)), "{e}");
     empty_unchanged(&a2.store).await;
 
     // Truncated: the last chunk cut short, or missing.

@@ -292,10 +292,24 @@ impl Store {
         })
     }
 
+    /// Claims `epoch` for a new lease grant: only if it is above every epoch the store has
+    /// seen, so that no two grants ever share one (a Redis restart between one holder's
+    /// grant and its claim could otherwise hand the same epoch to two holders). Returns
+    /// the store's epoch before the claim: the claim held if it is below `epoch`.
+    pub async fn claim_epoch(&self, epoch: i64) -> Result<i64, StoreError> {
+        let after = self.register_epoch_inner(epoch).await?;
+        Ok(after.1)
+    }
+
     /// Raises the store's epoch to at least `epoch`; returns the store's epoch after.
     /// A lease grant calls this so that a stale holder is fenced even before the new
     /// holder's first write.
     pub async fn register_epoch(&self, epoch: i64) -> Result<i64, StoreError> {
+        Ok(self.register_epoch_inner(epoch).await?.0)
+    }
+
+    /// Raises the store's epoch to at least `epoch`; gives (after, before).
+    async fn register_epoch_inner(&self, epoch: i64) -> Result<(i64, i64), StoreError> {
         write_tx!(self, |tx, lock| {
             let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
             let current: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
@@ -306,7 +320,7 @@ impl Store {
                     .await?;
             }
             tx.commit().await?;
-            Ok(current.max(epoch))
+            Ok((current.max(epoch), current))
         })
     }
 
@@ -505,7 +519,11 @@ impl Store {
                         expires_at: expires,
                     });
                 }
-                if h == holder && expires > now {
+                let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
+                let store_epoch: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
+                // Kept only while its epoch is still the store's: a holder overtaken (a
+                // restore, another lease back end) takes a new grant below.
+                if h == holder && expires > now && lease_epoch == store_epoch {
                     sqlx::query("UPDATE lease SET expires_at = $1 WHERE name = $2")
                         .bind(now + ttl_ms)
                         .bind(name)
@@ -553,7 +571,8 @@ impl Store {
         let now = now_ms();
         let n = both!(self, |p| {
             sqlx::query(
-            "UPDATE lease SET expires_at = $1 WHERE name = $2 AND holder = $3 AND epoch = $4 AND expires_at > $5"
+            "UPDATE lease SET expires_at = $1 WHERE name = $2 AND holder = $3 AND epoch = $4 AND expires_at > $5 \
+             AND epoch = (SELECT epoch FROM writer_state WHERE singleton = 1)"
         )
         .bind(now + ttl_ms)
         .bind(name)
@@ -619,12 +638,14 @@ impl Store {
     // -----------------------------------------------------------------------------------
     // The budget kept in the database (no Redis)
 
-    /// Counts one request for `day` if the day's and the minute's limits allow it.
+    /// Counts one request for `day` if the day's limit and the minute's (at most
+    /// `per_minute` grants in any `window_ms`) allow it.
     pub async fn budget_take(
         &self,
         day: &str,
         daily: u64,
         per_minute: u32,
+        window_ms: i64,
     ) -> Result<DbTake, StoreError> {
         both!(self, |p| sqlx::query(
             "INSERT INTO budget_day (day, used) VALUES ($1, 0) ON CONFLICT (day) DO NOTHING"
@@ -645,7 +666,7 @@ impl Store {
                 return Ok(DbTake::DayExhausted { used: used as u64 });
             }
             sqlx::query("DELETE FROM budget_log WHERE at <= $1")
-                .bind(now - 60_000)
+                .bind(now - window_ms)
                 .execute(&mut *tx)
                 .await?;
             let r = sqlx::query("SELECT COUNT(*), MIN(at) FROM budget_log")
@@ -656,7 +677,7 @@ impl Store {
             if in_minute >= per_minute as i64 {
                 tx.commit().await?;
                 return Ok(DbTake::MinuteFull {
-                    retry_after_ms: (oldest.unwrap_or(now) + 60_001 - now).max(1),
+                    retry_after_ms: (oldest.unwrap_or(now) + window_ms + 1 - now).max(1),
                 });
             }
             sqlx::query("UPDATE budget_day SET used = used + 1 WHERE day = $1")
