@@ -396,6 +396,9 @@ impl Poller {
             match self.store.write_page(grant.epoch, checkpoint, &page).await {
                 Ok(_) => {}
                 Err(StoreError::Fenced { mine, current }) => {
+                    // A stale holder's commit, refused by the store: counted, and logged
+                    // once where the tick's outcome is.
+                    metrics::counter!("isir_writes_fenced_total").increment(1);
                     self.held = None;
                     return TickOutcome::LeaseLost {
                         reason: format!("fenced: epoch {mine} < {current}"),

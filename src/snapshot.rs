@@ -354,20 +354,59 @@ async fn create_in(
         include_pii,
         redacted_cases: erased.len() as i64,
     };
+    let text = serde_json::to_string_pretty(&m).unwrap_or_default();
     let mut f = crate::privacy::create_private_file(&dir.join("manifest.json"))?;
+    f.write_all(text.as_bytes())?;
+    f.sync_all()?;
+    // The manifest's own checksum, which a restore requires.
+    let mut f = crate::privacy::create_private_file(&dir.join(MANIFEST_SUM))?;
     f.write_all(
-        serde_json::to_string_pretty(&m)
-            .unwrap_or_default()
-            .as_bytes(),
+        format!(
+            "{}  manifest.json\n",
+            hex::encode(Sha256::digest(text.as_bytes()))
+        )
+        .as_bytes(),
     )?;
     f.sync_all()?;
     Ok(m)
 }
 
+/// The file holding the manifest's SHA-256 (`sha256sum` format).
+pub const MANIFEST_SUM: &str = "manifest.json.sha256";
+
+/// The longest line a chunk may hold: an action with a `poznamka` of a few kilobytes
+/// (10 MB would be extraordinary); a longer one is refused before it is parsed.
+pub const MAX_LINE: usize = 16 << 20;
+
+/// Refuses `p` if it is a symbolic link (a snapshot from elsewhere must not make the
+/// restore read files outside it).
+fn not_a_link(p: &Path) -> Result<(), SnapshotError> {
+    match std::fs::symlink_metadata(p) {
+        Ok(md) if md.file_type().is_symlink() => Err(SnapshotError::Refused(format!(
+            "{} is a symbolic link",
+            p.display()
+        ))),
+        Ok(_) => Ok(()),
+        Err(e) => Err(SnapshotError::Refused(format!("{}: {e}", p.display()))),
+    }
+}
+
 pub fn read_manifest(dir: &Path) -> Result<SnapshotManifest, SnapshotError> {
+    not_a_link(dir)?;
     let path = dir.join("manifest.json");
+    not_a_link(&path)?;
+    let sum_path = dir.join(MANIFEST_SUM);
+    not_a_link(&sum_path)?;
     let text = std::fs::read_to_string(&path)
         .map_err(|e| SnapshotError::Refused(format!("{}: {e}", path.display())))?;
+    let want = std::fs::read_to_string(&sum_path)
+        .map_err(|e| SnapshotError::Refused(format!("{}: {e}", sum_path.display())))?;
+    let got = hex::encode(Sha256::digest(text.as_bytes()));
+    if want.split_whitespace().next() != Some(got.as_str()) {
+        return Err(SnapshotError::Refused(
+            "manifest.json does not match its checksum (manifest.json.sha256)".into(),
+        ));
+    }
     let m: SnapshotManifest = serde_json::from_str(&text)
         .map_err(|e| SnapshotError::Refused(format!("{}: {e}", path.display())))?;
     if m.format != FORMAT || m.format_version != FORMAT_VERSION {
@@ -415,6 +454,17 @@ pub async fn restore(
                 c.file
             )));
         }
+        not_a_link(&p)?;
+    }
+    // The checkpoint the poller resumes after must be the last action restored (an
+    // incremental snapshot with no action: its start): anything else would make it
+    // skip part of the feed, or fetch again what the snapshot holds.
+    let last = m.chunks.iter().map(|c| c.last_id).max().unwrap_or(m.after);
+    if m.checkpoint.unwrap_or(-1) != last {
+        return Err(SnapshotError::Refused(format!(
+            "the manifest's checkpoint {:?} is not its last action {last}",
+            m.checkpoint
+        )));
     }
     let ws = store
         .writer_state()
@@ -665,12 +715,30 @@ fn decode(
         let (mut n, mut first, mut prev) = (0i64, None, last);
         {
             let gz = flate2::read::GzDecoder::new(&mut hr);
-            let lines = std::io::BufReader::with_capacity(1 << 20, gz);
-            for line in lines.lines() {
-                let line = line.map_err(|e| {
-                    refuse(format!("chunk {} is damaged or truncated: {e}", c.file))
-                })?;
-                let a: Action = serde_json::from_str(&line)
+            let mut lines = std::io::BufReader::with_capacity(1 << 20, gz);
+            let mut line = Vec::new();
+            loop {
+                // A line is read up to the cap, never further: a snapshot cannot
+                // exhaust memory with one endless line.
+                line.clear();
+                let got = (&mut lines)
+                    .take(MAX_LINE as u64 + 1)
+                    .read_until(b'\n', &mut line)
+                    .map_err(|e| {
+                        refuse(format!("chunk {} is damaged or truncated: {e}", c.file))
+                    })?;
+                if got == 0 {
+                    break;
+                }
+                if line.last() == Some(&b'\n') {
+                    line.pop();
+                } else if line.len() > MAX_LINE {
+                    return Err(refuse(format!(
+                        "chunk {} holds a line longer than {MAX_LINE} bytes",
+                        c.file
+                    )));
+                }
+                let a: Action = serde_json::from_slice(&line)
                     .map_err(|e| refuse(format!("chunk {} holds a bad line: {e}", c.file)))?;
                 if a.id <= prev {
                     return Err(refuse(format!(

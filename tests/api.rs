@@ -324,12 +324,24 @@ async fn endpoints_postgres() {
 /// The read path does not depend on the writer: no poller, no Redis, still served.
 #[tokio::test]
 async fn serves_without_the_writer() {
+    let mut redis = common::OwnRedis::start();
     for b in BOTH {
-        let (_sim, app, _api, g, db) = served(b).await;
+        let (sim, url, g) = common::sim(5_000, 1000, 41).await;
+        let db = common::fresh_db(b).await;
+        let settings = common::with_redis(common::settings(&url, &db), &redis.url());
+        let app = common::app(settings.clone()).await;
+        app.poller().unwrap().poll_once().await;
+        for n in projection::NAMES {
+            projection::catch_up(&app.store, n, 5000).await.unwrap();
+        }
         app.store.set_setting("phase", "serve").await.unwrap();
+        let case = cases(&app.store).await.remove(0).case_number;
+        // The writer's Redis and source go away.
         g.stop().await;
         drop(app);
-        // As `isir serve` does: a read-only pool, no lease, no Redis.
+        redis.stop();
+        // As `isir serve` does, with `redis.url` still configured: a read-only pool,
+        // the lease and budget only shown on the status page.
         let store = isir::store::Store::connect_read_only(&db.url, 4)
             .await
             .unwrap();
@@ -337,8 +349,42 @@ async fn serves_without_the_writer() {
             store.set_setting("phase", "off").await.is_err(),
             "the read path cannot write"
         );
-        let api = start(store).await;
-        assert_eq!(api.get("/v1/cases/2008/1").await.0 / 100, 2, "{b:?}");
+        let (lease, budget, _) = isir::app::App::lease_and_budget(&settings, &store).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let state = isir::api::ApiState::new(
+            store.clone(),
+            isir::api::ApiOptions {
+                rate_per_second: 10_000,
+                burst: 10_000,
+                ..Default::default()
+            },
+        )
+        .with_status(isir::status::StatusSource {
+            settings: settings.clone(),
+            store,
+            lease: std::sync::Arc::new(lease),
+            budget: std::sync::Arc::new(budget),
+        });
+        tokio::spawn(isir::api::run(listener, state, async move {
+            let _ = rx.await;
+        }));
+        let api = Api {
+            base,
+            http: reqwest::Client::new(),
+            _stop: tx,
+        };
+        let (s, _, body) = api.get(&path_of(&case)).await;
+        assert_eq!(s, 200, "{b:?}: {body}");
+        assert_eq!(body["case"]["case_number"], case.as_str());
+        assert_eq!(api.get("/readyz").await.0, 200, "{b:?}");
+        assert_eq!(api.get("/v1/stats").await.0, 200, "{b:?}");
+        // The status page answers too, saying what it cannot read.
+        let r = api.http.get(format!("{}/", api.base)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{b:?}");
+        drop(sim);
+        redis = common::OwnRedis::start();
     }
 }
 

@@ -742,3 +742,75 @@ async fn the_database_lease_does_not_renew_an_overtaken_epoch() {
         assert!(!a.renew(g.epoch).await.unwrap(), "{b:?}");
     }
 }
+
+/// Fencing that can fail: the holder is cut off while a page request is in flight (a
+/// slow answer), another writer takes the lease and advances; when the answer comes,
+/// the old holder's commit is refused by the store's epoch check (the `Fenced`
+/// outcome), and nothing of its stale epoch lands. Without the epoch check the store
+/// would answer a checkpoint mismatch instead, and this test fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_cut_off_mid_request_is_fenced() {
+    for b in BOTH {
+        let (sim, url, _g) = isir::sim::spawn(isir::sim::SimOptions {
+            seed: 24,
+            actions: 5_000,
+            page: 100,
+            slow: Duration::from_secs(3),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        let db = common::fresh_db(b).await;
+        let mut s = common::settings(&url, &db);
+        s.source.timeout_secs = 20;
+        s.poll.max_batches_per_tick = 5;
+        let a = common::app(s.clone()).await;
+        // Request 1: the head; 2: the first page; 3: the second page, answered slowly.
+        sim.set_faults(FaultPlan::none().at(3, FaultKind::Slow));
+        let mut pa = a.poller().unwrap();
+        let ta = tokio::spawn(async move { pa.poll_once().await });
+        let t0 = std::time::Instant::now();
+        while sim.stats().requests_total < 3 {
+            assert!(t0.elapsed() < Duration::from_secs(10));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let epoch_a = a.store.writer_state().await.unwrap().epoch;
+        let cp_a = a.store.checkpoint().await.unwrap();
+        assert_eq!(
+            cp_a,
+            Some(sim.truth_all()[99].id),
+            "{b:?}: A stored its first page"
+        );
+        // A is cut off (as a pause past the TTL would): its lease goes to B, who advances.
+        a.store.lease_force_release(&s.lease.key).await.unwrap();
+        let bapp = common::app(s.clone()).await;
+        let tb = bapp.poller().unwrap().poll_once().await;
+        assert!(tb.pages > 0, "{b:?}: B advanced: {tb:?}");
+        let epoch_b = bapp.store.writer_state().await.unwrap().epoch;
+        assert!(epoch_b > epoch_a);
+        let cp_b = bapp.store.checkpoint().await.unwrap();
+        // A's answer comes; its commit is refused.
+        let t = ta.await.unwrap();
+        match &t.outcome {
+            TickOutcome::LeaseLost { reason } => {
+                assert!(reason.starts_with("fenced"), "{b:?}: {reason}")
+            }
+            other => panic!("{b:?}: A's stale commit must be fenced, not {other:?}"),
+        }
+        assert_eq!(bapp.store.checkpoint().await.unwrap(), cp_b, "{b:?}");
+        let stale = common::texts(
+            &bapp.store,
+            "SELECT CAST(COUNT(*) AS TEXT) FROM actions WHERE epoch = $1 AND id > $2",
+            &[epoch_a.into(), cp_a.unwrap().into()],
+        )
+        .await;
+        assert_eq!(
+            stale,
+            vec!["0".to_string()],
+            "{b:?}: nothing of the stale epoch landed"
+        );
+        let stored = common::all_actions(&bapp.store).await;
+        assert_eq!(stored[..], sim.truth_all()[..stored.len()]);
+    }
+}

@@ -231,7 +231,7 @@ async fn bad_snapshots_are_refused() {
     copy_dir(&good, &t);
     let mut m2 = m.clone();
     m2.chunks.reverse();
-    std::fs::write(t.join("manifest.json"), serde_json::to_string(&m2).unwrap()).unwrap();
+    write_manifest(&t, &m2);
     refused(
         snapshot::restore(&a2.store, &a2.lease, &t, false, false)
             .await
@@ -245,12 +245,78 @@ async fn bad_snapshots_are_refused() {
     copy_dir(&good, &t);
     let mut m3 = m.clone();
     m3.actions += 1;
-    std::fs::write(t.join("manifest.json"), serde_json::to_string(&m3).unwrap()).unwrap();
+    write_manifest(&t, &m3);
     refused(
         snapshot::restore(&a2.store, &a2.lease, &t, false, false)
             .await
             .unwrap_err(),
         "manifest says",
+    );
+    empty_unchanged(&a2.store).await;
+
+    // A manifest changed without its checksum.
+    let t = dir.path().join("unsummed");
+    copy_dir(&good, &t);
+    let mut m4 = m.clone();
+    m4.checkpoint = m4.checkpoint.map(|c| c + 1000);
+    std::fs::write(t.join("manifest.json"), serde_json::to_string(&m4).unwrap()).unwrap();
+    refused(
+        snapshot::restore(&a2.store, &a2.lease, &t, false, false)
+            .await
+            .unwrap_err(),
+        "checksum",
+    );
+    // A consistent manifest whose checkpoint lies beyond its last action: the poller
+    // would skip part of the feed.
+    write_manifest(&t, &m4);
+    refused(
+        snapshot::restore(&a2.store, &a2.lease, &t, false, false)
+            .await
+            .unwrap_err(),
+        "checkpoint",
+    );
+    empty_unchanged(&a2.store).await;
+
+    // A chunk that is a symbolic link (to a file outside the snapshot).
+    let t = dir.path().join("linked");
+    copy_dir(&good, &t);
+    let outside = dir.path().join("outside.gz");
+    std::fs::rename(t.join(&m.chunks[0].file), &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, t.join(&m.chunks[0].file)).unwrap();
+    refused(
+        snapshot::restore(&a2.store, &a2.lease, &t, false, false)
+            .await
+            .unwrap_err(),
+        "symbolic link",
+    );
+    empty_unchanged(&a2.store).await;
+
+    // One endless line: refused at the cap, before it is parsed (or held whole).
+    let t = dir.path().join("long");
+    std::fs::create_dir_all(&t).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &vec![b'x'; snapshot::MAX_LINE + 10]).unwrap();
+    let bytes = gz.finish().unwrap();
+    std::fs::write(t.join("actions-00000.ndjson.gz"), &bytes).unwrap();
+    let mut m5 = m.clone();
+    m5.chunks = vec![snapshot::Chunk {
+        file: "actions-00000.ndjson.gz".into(),
+        first_id: m.chunks[0].first_id,
+        last_id: m.chunks[0].first_id,
+        actions: 1,
+        sha256: {
+            use sha2::Digest;
+            hex::encode(sha2::Sha256::digest(&bytes))
+        },
+    }];
+    m5.actions = 1;
+    m5.checkpoint = Some(m.chunks[0].first_id);
+    write_manifest(&t, &m5);
+    refused(
+        snapshot::restore(&a2.store, &a2.lease, &t, false, false)
+            .await
+            .unwrap_err(),
+        "longer than",
     );
     empty_unchanged(&a2.store).await;
 
@@ -264,4 +330,20 @@ async fn bad_snapshots_are_refused() {
         &common::all_actions(&a1.store).await,
         "the good snapshot",
     );
+}
+
+/// Writes `m` as the manifest of `dir` with its checksum, as a tool that made a
+/// consistent but lying manifest would.
+fn write_manifest(dir: &std::path::Path, m: &snapshot::SnapshotManifest) {
+    use sha2::Digest;
+    let text = serde_json::to_string(m).unwrap();
+    std::fs::write(dir.join("manifest.json"), &text).unwrap();
+    std::fs::write(
+        dir.join(snapshot::MANIFEST_SUM),
+        format!(
+            "{}  manifest.json\n",
+            hex::encode(sha2::Sha256::digest(text.as_bytes()))
+        ),
+    )
+    .unwrap();
 }
