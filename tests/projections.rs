@@ -630,3 +630,48 @@ async fn the_daemon_builds_projections_in_the_project_phase() {
     tx.send(true).unwrap();
     daemon.await.unwrap().unwrap();
 }
+
+/// The check a rebuild runs before its swap: a sample of a version recomputed from the
+/// replica. Clean on a correct version; a version that differs is caught (and a rebuild
+/// that meets one keeps the live version, `ProjectionError::VerifyFailed`).
+#[tokio::test]
+async fn a_version_is_verified_before_it_is_swapped_in() {
+    for b in BOTH {
+        let (_sim, _db, app, _g) = replica(b, 8_000, 33).await;
+        let store = &app.store;
+        catch_up_all(store, 2000).await;
+        let ms = projection::metas(store).await.unwrap();
+        for m in &ms {
+            let r = projection::verify::verify_version(store, &m.name, m.version, m.cursor, 60)
+                .await
+                .unwrap();
+            assert!(r.checked > 10, "{b:?} {}: {}", m.name, r.checked);
+            assert!(r.clean(), "{b:?} {}: {:?}", m.name, r.differences);
+        }
+        // A version that is wrong everywhere (every case's document count changed).
+        let cases = ms.iter().find(|m| m.name == "cases").unwrap();
+        let mut tx = Tx::begin(store).await.unwrap();
+        tx.exec(
+            &format!(
+                "UPDATE cases_v{} SET doc = replace(doc, '\"documents\":', '\"documents\":9')",
+                cases.version
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        let r = projection::verify::verify_version(store, "cases", cases.version, cases.cursor, 60)
+            .await
+            .unwrap();
+        assert!(!r.clean(), "{b:?}: a wrong version is caught");
+        // A rebuild still swaps in a correct version (its own check is clean).
+        projection::rebuild(store, "cases", 2000).await.unwrap();
+        assert!(
+            projection::verify::verify(store, 50, None)
+                .await
+                .unwrap()
+                .clean()
+        );
+    }
+}

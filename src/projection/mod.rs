@@ -65,7 +65,20 @@ pub enum ProjectionError {
     Store(#[from] crate::store::StoreError),
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
+    #[error(
+        "the rebuilt {name} (version {version}) differs from a recomputation from the replica in {differences} of {checked} sampled cases; the live version stays. First: {first}"
+    )]
+    VerifyFailed {
+        name: String,
+        version: i64,
+        differences: usize,
+        checked: usize,
+        first: String,
+    },
 }
+
+/// Cases of a rebuilt version recomputed before it is swapped in.
+pub const VERIFY_SAMPLE: usize = 200;
 
 /// The contract of one builder.
 #[async_trait::async_trait]
@@ -760,6 +773,24 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
             tx.commit().await?;
             indexed = true;
             continue;
+        }
+        // Before the swap: a sample of the new version recomputed from the replica with
+        // the pure functions `verify` uses; a difference keeps the live version.
+        let (nv, ncursor) = {
+            let mut tx = Tx::begin(store).await?;
+            let m = read_meta(&mut tx, &next_key).await?.expect("next meta");
+            tx.commit().await?;
+            (m.version, m.cursor)
+        };
+        let rep = verify::verify_version(store, name, nv, ncursor, VERIFY_SAMPLE).await?;
+        if !rep.clean() {
+            return Err(ProjectionError::VerifyFailed {
+                name: name.to_string(),
+                version: nv,
+                differences: rep.differences.len(),
+                checked: rep.checked,
+                first: rep.differences[0].chars().take(500).collect(),
+            });
         }
         // Swap the views and the cursor in one transaction, if nothing new arrived.
         let mut tx = Tx::begin(store).await?;
