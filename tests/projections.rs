@@ -675,3 +675,69 @@ async fn a_version_is_verified_before_it_is_swapped_in() {
         );
     }
 }
+
+/// A rebuild's swap on PostgreSQL under a long reader (an export's snapshot), API reads
+/// and the writer: the swap never queues the readers behind its exclusive locks (it
+/// waits at most `SWAP_LOCK_WAIT` and tries again), and it lands once the long reader
+/// is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_swap_does_not_stall_readers_behind_a_long_export() {
+    let (sim, _db, app, _g) = replica(Backend::Postgres, 8_000, 34).await;
+    let store = app.store.clone();
+    catch_up_all(&store, 2000).await;
+    let before = projection::metas(&store).await.unwrap();
+    let v0 = before.iter().find(|m| m.name == "cases").unwrap().version;
+    // The long reader: an export's snapshot that has read `cases`.
+    let mut export = Tx::begin_read(&store).await.unwrap();
+    let n = export
+        .int("SELECT COUNT(*) FROM cases", &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(n > 100);
+    let rb = {
+        let s = store.clone();
+        tokio::spawn(async move { projection::rebuild(&s, "cases", 2000).await })
+    };
+    // Meanwhile the writer stores new pages, and readers read, for 8 s.
+    sim.publish(2_000);
+    app.poller().unwrap().poll_once().await;
+    let mut slowest = std::time::Duration::ZERO;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(8);
+    let mut reads = 0;
+    while std::time::Instant::now() < until {
+        let t = std::time::Instant::now();
+        let read = async {
+            let mut tx = Tx::begin_read(&store).await.unwrap();
+            tx.texts("SELECT doc FROM cases ORDER BY case_number LIMIT 5", &[])
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+        };
+        // A read stuck behind the swap would wait for the export (held by this test):
+        // it fails here instead.
+        tokio::time::timeout(std::time::Duration::from_secs(10), read)
+            .await
+            .expect("a read queued behind the swap's locks");
+        slowest = slowest.max(t.elapsed());
+        reads += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(!rb.is_finished(), "the swap waits for the long reader");
+    // Without the lock timeout a read queues behind the swap's pending lock until the
+    // export ends (8 s and more); with it, at most about SWAP_LOCK_WAIT.
+    assert!(
+        slowest < projection::SWAP_LOCK_WAIT * 2,
+        "a read waited {slowest:?} ({reads} reads)"
+    );
+    export.commit().await.unwrap();
+    let m = rb.await.unwrap().unwrap();
+    assert_eq!(m.version, v0 + 1, "swapped in once the long reader is done");
+    catch_up_all(&store, 2000).await;
+    assert!(
+        projection::verify::verify(&store, 50, None)
+            .await
+            .unwrap()
+            .clean()
+    );
+}

@@ -77,6 +77,18 @@ pub enum ProjectionError {
     },
 }
 
+/// How long a rebuild's swap waits for its locks before it lets readers go on and tries
+/// again (PostgreSQL).
+pub const SWAP_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether `e` is PostgreSQL's `lock_not_available` (a `lock_timeout` ran out).
+fn lock_timeout(e: &ProjectionError) -> bool {
+    match e {
+        ProjectionError::Db(sqlx::Error::Database(d)) => d.code().as_deref() == Some("55P03"),
+        _ => false,
+    }
+}
+
 /// Cases of a rebuilt version recomputed before it is swapped in.
 pub const VERIFY_SAMPLE: usize = 200;
 
@@ -804,17 +816,47 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
             drop(tx);
             continue;
         }
-        point_views(&mut tx, b.as_ref(), next.version).await?;
-        next.name = name.to_string();
-        write_meta(&mut tx, &next).await?;
-        tx.exec(
-            "DELETE FROM proj_meta WHERE name = $1",
-            &[next_key.as_str().into()],
-        )
-        .await?;
-        for t in b.tables() {
-            tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{}", old.version), &[])
+        // On PostgreSQL the swap needs exclusive locks on the views and the old tables. A
+        // long reader (a nightly export) holds them shared: waiting for it would queue
+        // every API read behind the swap's pending lock. So the swap waits at most
+        // SWAP_LOCK_WAIT for its locks, gives up (readers go on), and tries again.
+        let swapped: Result<(), ProjectionError> = async {
+            if tx.is_postgres() {
+                tx.exec(
+                    &format!(
+                        "SET LOCAL lock_timeout = '{}ms'",
+                        SWAP_LOCK_WAIT.as_millis()
+                    ),
+                    &[],
+                )
                 .await?;
+            }
+            point_views(&mut tx, b.as_ref(), next.version).await?;
+            next.name = name.to_string();
+            write_meta(&mut tx, &next).await?;
+            tx.exec(
+                "DELETE FROM proj_meta WHERE name = $1",
+                &[next_key.as_str().into()],
+            )
+            .await?;
+            for t in b.tables() {
+                tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{}", old.version), &[])
+                    .await?;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = swapped {
+            if lock_timeout(&e) {
+                drop(tx);
+                tracing::info!(
+                    builder = name,
+                    "the swap waits for a long reader (an export?); trying again"
+                );
+                tokio::time::sleep(SWAP_LOCK_WAIT).await;
+                continue;
+            }
+            return Err(e);
         }
         tx.commit().await?;
         tracing::info!(
