@@ -44,13 +44,7 @@ async fn start(store: isir::store::Store) -> Api {
 }
 
 async fn start_with(store: isir::store::Store, opts: isir::api::ApiOptions) -> Api {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let state = isir::api::ApiState::new(store, opts);
-    tokio::spawn(isir::api::run(listener, state, async move {
-        let _ = rx.await;
-    }));
+    let (base, tx) = common::serve_api(isir::api::ApiState::new(store, opts)).await;
     Api {
         base,
         http: reqwest::Client::new(),
@@ -350,9 +344,6 @@ async fn serves_without_the_writer() {
             "the read path cannot write"
         );
         let (lease, budget, _) = isir::app::App::lease_and_budget(&settings, &store).unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let state = isir::api::ApiState::new(
             store.clone(),
             isir::api::ApiOptions {
@@ -367,9 +358,7 @@ async fn serves_without_the_writer() {
             lease: std::sync::Arc::new(lease),
             budget: std::sync::Arc::new(budget),
         });
-        tokio::spawn(isir::api::run(listener, state, async move {
-            let _ = rx.await;
-        }));
+        let (base, tx) = common::serve_api(state).await;
         let api = Api {
             base,
             http: reqwest::Client::new(),

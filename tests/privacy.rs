@@ -103,13 +103,7 @@ async fn start(store: isir::store::Store) -> Api {
         ],
         ..Default::default()
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let state = isir::api::ApiState::new(store, opts);
-    tokio::spawn(isir::api::run(listener, state, async move {
-        let _ = rx.await;
-    }));
+    let (base, tx) = common::serve_api(isir::api::ApiState::new(store, opts)).await;
     Api {
         base,
         http: reqwest::Client::new(),
