@@ -700,6 +700,11 @@ pub async fn serve(
     store: crate::store::Store,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
+    // Every unscoped answer needs the replica's privacy key (made by `migrate`): a
+    // replica that has none is refused at start, not with a 500 at every request.
+    crate::privacy::Privacy::load(&store)
+        .await
+        .context("the read API masks personal data with the replica's key")?;
     let (lease, budget, _) = App::lease_and_budget(settings, &store)?;
     let status = crate::status::StatusSource {
         settings: settings.clone(),
