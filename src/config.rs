@@ -196,7 +196,8 @@ pub struct DatabaseSettings {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisSettings {
-    /// `redis://...`. Unset: lease and budget are kept in the database.
+    /// `redis://...`: the lease. Unset: the lease is kept in the database. The budget is
+    /// counted in the database in either case.
     pub url: Option<String>,
 }
 
