@@ -499,8 +499,11 @@ pub(crate) async fn case(
     let case = if pii {
         case
     } else {
-        let v: Value = serde_json::from_str(&case).map_err(Problem::internal)?;
-        state.privacy().await?.mask(v).to_string()
+        state
+            .privacy()
+            .await?
+            .mask_text(&case)
+            .map_err(Problem::internal)?
     };
     let wm_json = serde_json::to_string(&wm).map_err(Problem::internal)?;
     Ok(respond_text(
