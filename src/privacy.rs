@@ -188,37 +188,36 @@ impl Privacy {
         v
     }
 
+    /// What a personal leaf field `key` holding `s` becomes, or `None` when it is not
+    /// personal: the one rule [`Privacy::mask`] and [`Privacy::mask_cells`] apply.
+    fn masked_leaf(&self, key: &str, s: &str) -> Option<String> {
+        match key {
+            "person_id" => Some(self.person_ref(s)),
+            k if PERSONAL_FIELDS.contains(&k) => Some(MASK.into()),
+            "dic" if personal_dic(s) => Some(MASK.into()),
+            _ => None,
+        }
+    }
+
     fn mask_in(&self, v: &mut Value) {
         match v {
             Value::Array(a) => a.iter_mut().for_each(|x| self.mask_in(x)),
             Value::Object(o) => {
                 let nat = natural(o);
                 for (k, x) in o.iter_mut() {
-                    match (k.as_str(), &*x) {
-                        ("person_id", Value::String(s)) => *x = Value::String(self.person_ref(s)),
-                        (f, Value::String(_)) if PERSONAL_FIELDS.contains(&f) => {
-                            *x = Value::String(MASK.into())
-                        }
-                        ("dic", Value::String(s)) if personal_dic(s) => {
-                            *x = Value::String(MASK.into())
-                        }
-                        ("addresses", Value::Array(_)) if nat => {
-                            if let Value::Array(list) = x {
-                                for a in list.iter_mut() {
-                                    if let Value::Object(a) = a {
-                                        for (ak, av) in a.iter_mut() {
-                                            if av.is_string()
-                                                && !PUBLIC_ADDRESS_FIELDS.contains(&ak.as_str())
-                                            {
-                                                *av = Value::String(MASK.into());
-                                            }
-                                        }
-                                    }
+                    if let Some(m) = x.as_str().and_then(|s| self.masked_leaf(k, s)) {
+                        *x = Value::String(m);
+                    } else if k == "addresses" && nat {
+                        // A natural person's address: only its public fields stay.
+                        for a in x.as_array_mut().into_iter().flatten() {
+                            for (ak, av) in a.as_object_mut().into_iter().flatten() {
+                                if av.is_string() && !PUBLIC_ADDRESS_FIELDS.contains(&ak.as_str()) {
+                                    *av = Value::String(MASK.into());
                                 }
                             }
                         }
-                        (_, Value::Object(_) | Value::Array(_)) => self.mask_in(x),
-                        _ => {}
+                    } else if x.is_object() || x.is_array() {
+                        self.mask_in(x);
                     }
                 }
             }
@@ -272,12 +271,11 @@ impl Privacy {
     pub fn mask_cells(&self, cols: &[&str], row: &mut [crate::projection::columns::Cell]) {
         use crate::projection::columns::Cell;
         for (c, cell) in cols.iter().zip(row.iter_mut()) {
-            let Cell::Str(s) = cell else { continue };
-            let leaf = c.rsplit('.').next().unwrap_or(c);
-            if leaf == "person_id" {
-                *s = self.person_ref(s);
-            } else if PERSONAL_FIELDS.contains(&leaf) || (leaf == "dic" && personal_dic(s)) {
-                *s = MASK.into();
+            if let Cell::Str(s) = cell {
+                let leaf = c.rsplit('.').next().unwrap_or(c);
+                if let Some(m) = self.masked_leaf(leaf, s) {
+                    *s = m;
+                }
             }
         }
     }

@@ -14,16 +14,7 @@ use isir::projection;
 use sha2::Digest;
 
 fn opts(out: &Path) -> ExportOptions {
-    ExportOptions {
-        out: out.to_path_buf(),
-        tables: Table::ALL.to_vec(),
-        gzip: false,
-        since_watermark: None,
-        include_pii: false,
-        formula_guard: true,
-        previous_watermark: None,
-        progress: false,
-    }
+    common::export_opts(out)
 }
 
 /// The records of a CSV file (gzip or not), header first.

@@ -564,16 +564,8 @@ async fn privacy_on_every_path(b: Backend) {
     // ---- Exports: masked without --include-pii, erased debtors never; files of the
     // PII export are their owner's only. ----
     let dir = tempfile::tempdir().unwrap();
-    let mut o = isir::export::ExportOptions {
-        out: dir.path().join("plain"),
-        tables: isir::export::Table::ALL.to_vec(),
-        gzip: true,
-        since_watermark: None,
-        include_pii: false,
-        formula_guard: true,
-        previous_watermark: None,
-        progress: false,
-    };
+    let mut o = common::export_opts(&dir.path().join("plain"));
+    o.gzip = true;
     isir::export::export(&app.store, &o).await.unwrap();
     let plain: String = files_text(&dir.path().join("plain"))
         .into_iter()
@@ -714,16 +706,7 @@ async fn csv_cells_cannot_be_formulas(b: Backend) {
     assert!(api_cells.contains(&format!("'{evil}")), "{}", csv.text);
     assert!(!api_cells.iter().any(dangerous));
     let dir = tempfile::tempdir().unwrap();
-    let mut o = isir::export::ExportOptions {
-        out: dir.path().join("guarded"),
-        tables: isir::export::Table::ALL.to_vec(),
-        gzip: false,
-        since_watermark: None,
-        include_pii: false,
-        formula_guard: true,
-        previous_watermark: None,
-        progress: false,
-    };
+    let mut o = common::export_opts(&dir.path().join("guarded"));
     let m = isir::export::export(&app.store, &o).await.unwrap();
     assert!(m.formula_guard, "the manifest says so");
     let mut seen = false;

@@ -828,18 +828,27 @@ async fn write_all(
         rewritten: Vec::new(),
     };
     // The manifest last.
-    let mut f = if opts.include_pii {
-        privacy::create_private_file(&dir.join("manifest.json"))?
+    write_manifest(dir, &m)?;
+    Ok(m)
+}
+
+/// Writes `m` as the manifest of `dir` through a temporary file renamed over it (the
+/// owner's only when the export holds personal data).
+pub fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), ExportError> {
+    let tmp = dir.join(".manifest.json.tmp");
+    let mut f = if m.include_pii {
+        privacy::create_private_file(&tmp)?
     } else {
-        std::fs::File::create(dir.join("manifest.json"))?
+        std::fs::File::create(&tmp)?
     };
     f.write_all(
-        serde_json::to_string_pretty(&m)
+        serde_json::to_string_pretty(m)
             .unwrap_or_default()
             .as_bytes(),
     )?;
     f.sync_all()?;
-    Ok(m)
+    std::fs::rename(&tmp, dir.join("manifest.json"))?;
+    Ok(())
 }
 
 /// Reads the manifest of an export directory.
@@ -949,7 +958,7 @@ pub async fn nightly_once(store: &Store, n: &Nightly) -> Result<Manifest, Export
     let earlier: Vec<PathBuf> = kept.iter().filter(|p| **p != new).cloned().collect();
     m.purged = purge::purge(store, &earlier).await?;
     if !m.purged.is_empty() {
-        purge::write_manifest(&new, &m)?;
+        write_manifest(&new, &m)?;
     }
     Ok(m)
 }

@@ -15,7 +15,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{ExportError, Manifest, Table, read_manifest};
+use super::{ExportError, Manifest, Table, read_manifest, write_manifest};
 use crate::projection::sql::Tx;
 use crate::store::Store;
 
@@ -165,24 +165,6 @@ fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u6
     });
     write_manifest(dir, &m)?;
     Ok(removed)
-}
-
-/// Writes `m` as the manifest of `dir` through a temporary file renamed over it.
-pub fn write_manifest(dir: &Path, m: &Manifest) -> Result<(), ExportError> {
-    let tmp = dir.join(".manifest.json.rewrite");
-    let mut f = if m.include_pii {
-        crate::privacy::create_private_file(&tmp)?
-    } else {
-        std::fs::File::create(&tmp)?
-    };
-    f.write_all(
-        serde_json::to_string_pretty(m)
-            .unwrap_or_default()
-            .as_bytes(),
-    )?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, dir.join("manifest.json"))?;
-    Ok(())
 }
 
 /// Copies the rows of `rd` to `out` but the erased debtors'; gives `out`, the rows

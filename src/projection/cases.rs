@@ -31,8 +31,6 @@ pub const KNOWN_STATES: &[&str] = &[
     "NEVYR-POST",
 ];
 
-pub use crate::privacy::ERASURE_TYPES;
-
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct StateChange {
     pub action_id: i64,

@@ -7,7 +7,7 @@
 //! date) in the same step, records the erasure, and keeps every later debtor action of
 //! that case out.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -377,10 +377,10 @@ impl Builder for Parties {
         // the case when the builder reaches it (the cursor moves past it in this
         // transaction, so none is missed).
         let last = recs.last().map_or(0, |r| r.action.id);
-        let to_redact: BTreeMap<String, i64> = recs
+        let to_redact: BTreeSet<&str> = recs
             .iter()
-            .filter(|r| erased.contains(&r.action.case_number))
-            .map(|r| (r.action.case_number.clone(), last))
+            .map(|r| r.action.case_number.as_str())
+            .filter(|c| erased.contains(*c))
             .collect();
         let redact = !to_redact.is_empty()
             && tx
@@ -392,8 +392,8 @@ impl Builder for Parties {
                 .first()
                 .is_none_or(|v| v != "false");
         if redact {
-            for (case, upto) in &to_redact {
-                redact_replica(tx, case, *upto).await?;
+            for case in &to_redact {
+                redact_replica(tx, case, last).await?;
             }
         }
         for (case, id, struck) in &new_erasures {

@@ -297,8 +297,7 @@ impl Store {
     /// grant and its claim could otherwise hand the same epoch to two holders). Returns
     /// the store's epoch before the claim: the claim held if it is below `epoch`.
     pub async fn claim_epoch(&self, epoch: i64) -> Result<i64, StoreError> {
-        let after = self.register_epoch_inner(epoch).await?;
-        Ok(after.1)
+        Ok(self.register_epoch_inner(epoch).await?.1)
     }
 
     /// Raises the store's epoch to at least `epoch`; returns the store's epoch after.
@@ -512,6 +511,9 @@ impl Store {
             let cur: Option<String> = r.try_get(0)?;
             let expires: i64 = r.try_get(1)?;
             let lease_epoch: i64 = r.try_get(2)?;
+            // Read once: it decides whether a holder is kept and bounds a new grant.
+            let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
+            let store_epoch: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
             if let Some(h) = &cur {
                 if h != holder && expires > now {
                     return Ok(DbLease::HeldBy {
@@ -519,8 +521,6 @@ impl Store {
                         expires_at: expires,
                     });
                 }
-                let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
-                let store_epoch: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
                 // Kept only while its epoch is still the store's: a holder overtaken (a
                 // restore, another lease back end) takes a new grant below.
                 if h == holder && expires > now && lease_epoch == store_epoch {
@@ -536,8 +536,6 @@ impl Store {
                     });
                 }
             }
-            let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
-            let store_epoch: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
             let epoch = lease_epoch.max(store_epoch) + 1;
             sqlx::query(
                 "UPDATE lease SET holder = $1, expires_at = $2, epoch = $3 WHERE name = $4",

@@ -272,3 +272,19 @@ pub async fn serve_api(state: isir::api::ApiState) -> (String, tokio::sync::ones
     }));
     (base, tx)
 }
+
+/// Export options for `out`: every table, plain CSV, no personal data, the formula guard
+/// on (the defaults of `isir export --out`).
+#[allow(dead_code)]
+pub fn export_opts(out: &std::path::Path) -> isir::export::ExportOptions {
+    isir::export::ExportOptions {
+        out: out.to_path_buf(),
+        tables: isir::export::Table::ALL.to_vec(),
+        gzip: false,
+        since_watermark: None,
+        include_pii: false,
+        formula_guard: true,
+        previous_watermark: None,
+        progress: false,
+    }
+}
