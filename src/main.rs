@@ -5,11 +5,12 @@ use clap::Parser;
 #[tokio::main]
 async fn main() {
     let cli = isir::cli::Cli::parse();
-    match isir::cli::main(cli).await {
-        Ok(code) => std::process::exit(code),
+    let code = match isir::cli::main(cli).await {
+        Ok(exit) => exit.code(),
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::exit(1);
+            isir::cli::Exit::Error.code()
         }
-    }
+    };
+    std::process::exit(code);
 }

@@ -4,13 +4,26 @@
 //! and the command line.
 
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
+    /// Nothing runs but the HTTP server's operator pages.
     Off,
+    /// The poller writes the replica.
     Ingest,
+    /// ... and the builders build the projections.
     Project,
+    /// ... and the read API answers.
     Serve,
 }
 

@@ -17,7 +17,7 @@ use tokio::sync::{Notify, watch};
 use crate::lease::{Acquire, Grant, Lease};
 use crate::phase::Phase;
 use crate::source::{GateError, Page, SourceClient, SourceError};
-use crate::store::{Store, StoreError, TickRecord, now_ms};
+use crate::store::{Store, StoreError, TickRecord, fmt_ms, now_ms};
 
 #[derive(Debug, Clone)]
 pub struct PollOptions {
@@ -82,19 +82,6 @@ impl TickOutcome {
             TickOutcome::StoreError { .. } => "store_error",
             TickOutcome::Disabled { .. } => "disabled",
             TickOutcome::Interrupted => "interrupted",
-        }
-    }
-
-    /// Exit status of `isir poll --once`: 0 progressed or caught up, 2 lease not held,
-    /// 3 budget spent, 4 source error, 5 store or lease error, 6 disabled.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            TickOutcome::CaughtUp | TickOutcome::BatchLimit | TickOutcome::Interrupted => 0,
-            TickOutcome::LeaseNotHeld { .. } => 2,
-            TickOutcome::BudgetSpent { .. } => 3,
-            TickOutcome::SourceError { .. } => 4,
-            TickOutcome::StoreError { .. } | TickOutcome::LeaseLost { .. } => 5,
-            TickOutcome::Disabled { .. } => 6,
         }
     }
 }
@@ -211,7 +198,15 @@ impl Poller {
             checkpoint: None,
             head: None,
         };
+        let started = std::time::Instant::now();
         t.outcome = self.tick(&mut t, shutdown).await;
+        if !matches!(
+            t.outcome,
+            TickOutcome::LeaseNotHeld { .. } | TickOutcome::Disabled { .. }
+        ) {
+            metrics::histogram!("isir_tick_duration_seconds")
+                .record(started.elapsed().as_secs_f64());
+        }
         self.log(&t);
         self.record_metrics(&t);
         let rec = TickRecord {
@@ -241,16 +236,20 @@ impl Poller {
 
     fn record_metrics(&self, t: &Tick) {
         metrics::counter!("isir_ticks_total", "outcome" => t.outcome.name()).increment(1);
+        if matches!(t.outcome, TickOutcome::CaughtUp | TickOutcome::BatchLimit) {
+            metrics::gauge!("isir_last_successful_tick_timestamp_seconds")
+                .set(now_ms() as f64 / 1000.0);
+        }
         metrics::counter!("isir_pages_stored_total").increment(t.pages as u64);
         metrics::counter!("isir_actions_stored_total").increment(t.actions);
         metrics::counter!("isir_source_requests_total").increment(t.requests as u64);
         if let Some(c) = t.checkpoint {
-            metrics::gauge!("isir_checkpoint").set(c as f64);
+            metrics::gauge!("isir_checkpoint_action_id").set(c as f64);
         }
         if let Some(h) = t.head {
-            metrics::gauge!("isir_source_head").set(h as f64);
+            metrics::gauge!("isir_source_head_action_id").set(h as f64);
             if let Some(c) = t.checkpoint {
-                metrics::gauge!("isir_lag_ids").set((h - c).max(0) as f64);
+                metrics::gauge!("isir_replica_lag_ids").set((h - c).max(0) as f64);
             }
         }
         metrics::gauge!("isir_lease_held").set(if self.held.is_some() { 1.0 } else { 0.0 });
@@ -503,10 +502,4 @@ fn gate_outcome(g: GateError) -> TickOutcome {
             error: format!("budget: {e}"),
         },
     }
-}
-
-pub fn fmt_ms(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339())
-        .unwrap_or_else(|| ms.to_string())
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::budget::{Budget, BudgetUsage};
 use crate::config::Settings;
 use crate::lease::{Lease, LeaseInfo};
-use crate::poller::fmt_ms;
+use crate::store::fmt_ms;
 use crate::store::{Store, TickRecord, WriterState};
 
 /// What status is read from: the store, the lease and the budget, and the settings

@@ -34,7 +34,7 @@ impl Api {
 async fn start(store: isir::store::Store) -> Api {
     start_with(
         store,
-        isir::api::ApiOptions {
+        isir::read::ReadOptions {
             rate_per_second: 10_000,
             burst: 10_000,
             ..Default::default()
@@ -43,8 +43,8 @@ async fn start(store: isir::store::Store) -> Api {
     .await
 }
 
-async fn start_with(store: isir::store::Store, opts: isir::api::ApiOptions) -> Api {
-    let (base, tx) = common::serve_api(isir::api::ApiState::new(store, opts)).await;
+async fn start_with(store: isir::store::Store, opts: isir::read::ReadOptions) -> Api {
+    let (base, tx) = common::serve_api(isir::read::ReadState::new(store, opts)).await;
     Api {
         base,
         http: reqwest::Client::new(),
@@ -344,9 +344,9 @@ async fn serves_without_the_writer() {
             "the read path cannot write"
         );
         let (lease, budget, _) = isir::app::App::lease_and_budget(&settings, &store).unwrap();
-        let state = isir::api::ApiState::new(
+        let state = isir::read::ReadState::new(
             store.clone(),
-            isir::api::ApiOptions {
+            isir::read::ReadOptions {
                 rate_per_second: 10_000,
                 burst: 10_000,
                 ..Default::default()
@@ -678,7 +678,7 @@ async fn pii_scope_and_rate_limit() {
     ];
     let api = start_with(
         app.store.clone(),
-        isir::api::ApiOptions {
+        isir::read::ReadOptions {
             rate_per_second: 1,
             burst: 5,
             keys,
@@ -760,8 +760,39 @@ async fn metrics_in_prometheus_text() {
         .text()
         .await
         .unwrap();
-    assert!(text.contains("isir_api_request_seconds_bucket"), "{text}");
-    assert!(text.contains("route=\"/v1/stats\""), "{text}");
+    // Prometheus conventions: HELP and TYPE for each metric, units in the names, the
+    // request outcome as a label, the build.
+    assert!(
+        text.contains("isir_http_request_duration_seconds_bucket"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("isir_http_requests_total{")
+                && l.contains("route=\"/v1/stats\"")
+                && l.contains("status=\"200\"")),
+        "{text}"
+    );
+    assert!(text.contains("isir_build_info{version=\""), "{text}");
+    assert!(
+        text.contains("isir_last_successful_tick_timestamp_seconds "),
+        "{text}"
+    );
+    for line in text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let name = line.split(['{', ' ']).next().unwrap();
+        let base = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .filter(|b| text.contains(&format!("# TYPE {b} histogram")))
+            .unwrap_or(name);
+        assert!(
+            text.contains(&format!("# HELP {base} ")),
+            "no HELP for {base}:\n{text}"
+        );
+    }
     assert!(
         text.contains("isir_actions_stored_total"),
         "the poller's counters too: {text}"

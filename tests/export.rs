@@ -113,15 +113,15 @@ async fn exports(b: Backend) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let state = isir::api::ApiState::new(
+    let state = isir::read::ReadState::new(
         app.store.clone(),
-        isir::api::ApiOptions {
+        isir::read::ReadOptions {
             rate_per_second: 100_000,
             burst: 100_000,
             ..Default::default()
         },
     );
-    tokio::spawn(isir::api::run(listener, state, async move {
+    tokio::spawn(isir::http::run(listener, state, async move {
         let _ = rx.await;
     }));
     let cases = records(&first.join("cases.csv"));

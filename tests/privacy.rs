@@ -86,7 +86,7 @@ impl Api {
 async fn start(store: isir::store::Store) -> Api {
     use sha2::Digest;
     let hash = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
-    let opts = isir::api::ApiOptions {
+    let opts = isir::read::ReadOptions {
         rate_per_second: 100_000,
         burst: 100_000,
         keys: vec![
@@ -103,7 +103,7 @@ async fn start(store: isir::store::Store) -> Api {
         ],
         ..Default::default()
     };
-    let (base, tx) = common::serve_api(isir::api::ApiState::new(store, opts)).await;
+    let (base, tx) = common::serve_api(isir::read::ReadState::new(store, opts)).await;
     Api {
         base,
         http: reqwest::Client::new(),

@@ -308,7 +308,7 @@ async fn projections_match_truth(b: Backend) {
     // The lookup behind `/v1/subjects` reads its page from the key's index in keyset
     // order and stops there: no sort of everything the key matches.
     for col in ["ico", "rc", "name_key"] {
-        let sql = isir::api::subjects_sql(col)
+        let sql = isir::read::queries::subjects_sql(col)
             .replace("$1", "'12345678'")
             .replace("$2", "''")
             .replace("$3", "''")
@@ -602,7 +602,7 @@ async fn the_daemon_builds_projections_in_the_project_phase() {
     projection::ensure_all(&app.store).await.unwrap();
     let (tx, rx) = tokio::sync::watch::channel(false);
     let a = app.clone();
-    let daemon = tokio::spawn(async move { isir::cli::run_daemon(&a, rx).await });
+    let daemon = tokio::spawn(async move { isir::daemon::run(&a, rx).await });
     // Phase `ingest`: the replica fills, the projections do not.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while app.store.checkpoint().await.unwrap() != sim.head_id() {

@@ -30,7 +30,7 @@ impl Web {
     }
 }
 
-fn start(state: isir::api::ApiState, admin: bool) -> (Web, std::net::TcpListener) {
+fn start(state: isir::read::ReadState, admin: bool) -> (Web, std::net::TcpListener) {
     let std = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     std.set_nonblocking(true).unwrap();
     let base = format!("http://{}", std.local_addr().unwrap());
@@ -40,9 +40,9 @@ fn start(state: isir::api::ApiState, admin: bool) -> (Web, std::net::TcpListener
         let _ = rx.await;
     };
     if admin {
-        tokio::spawn(isir::api::run_admin(listener, state, stop));
+        tokio::spawn(isir::http::run_admin(listener, state, stop));
     } else {
-        tokio::spawn(isir::api::run(listener, state, stop));
+        tokio::spawn(isir::http::run(listener, state, stop));
     }
     (
         Web {
@@ -57,8 +57,8 @@ fn start(state: isir::api::ApiState, admin: bool) -> (Web, std::net::TcpListener
     )
 }
 
-fn opts() -> isir::api::ApiOptions {
-    isir::api::ApiOptions {
+fn opts() -> isir::read::ReadOptions {
+    isir::read::ReadOptions {
         rate_per_second: 10_000,
         burst: 10_000,
         keys: vec![isir::config::ApiKey {
@@ -103,7 +103,7 @@ fn text_of(html: &str, id: &str) -> String {
 async fn pages(b: Backend) {
     let (sim, app, _g, _db) = fixture(b).await;
     let state =
-        isir::api::ApiState::new(app.store.clone(), opts()).with_status(app.status_source());
+        isir::read::ReadState::new(app.store.clone(), opts()).with_status(app.status_source());
     let (web, _l) = start(state, false);
 
     // The status page answers in phase ingest with the store's numbers.
@@ -288,9 +288,9 @@ async fn operator_surfaces_apart_or_behind_a_key() {
     let _ = BOTH;
     let (_sim, app, _g, _db) = fixture(Backend::Sqlite).await;
     let key = hex::encode(sha2::Sha256::digest(b"ops-key"));
-    let state = isir::api::ApiState::new(app.store.clone(), opts())
+    let state = isir::read::ReadState::new(app.store.clone(), opts())
         .with_status(app.status_source())
-        .with_admin(isir::api::AdminOptions {
+        .with_admin(isir::read::AdminOptions {
             separate: true,
             key_sha256: Some(key),
         });
@@ -334,7 +334,7 @@ async fn status_json_shows_phase_projections_and_api() {
     let (_sim, app, _g, db) = fixture(Backend::Sqlite).await;
     app.store.set_setting("phase", "serve").await.unwrap();
     let state =
-        isir::api::ApiState::new(app.store.clone(), opts()).with_status(app.status_source());
+        isir::read::ReadState::new(app.store.clone(), opts()).with_status(app.status_source());
     let (web, _l) = start(state, false);
     let bind = web.base.trim_start_matches("http://").to_string();
     let run = |bind: String| {
@@ -384,7 +384,7 @@ async fn status_json_shows_phase_projections_and_api() {
 async fn metrics_report_projections_and_budget() {
     let (_sim, app, _g, _db) = fixture(Backend::Sqlite).await;
     let state =
-        isir::api::ApiState::new(app.store.clone(), opts()).with_status(app.status_source());
+        isir::read::ReadState::new(app.store.clone(), opts()).with_status(app.status_source());
     let (web, _l) = start(state, false);
     let (s, text) = web.get("/metrics").await;
     assert_eq!(s, 200);
@@ -400,10 +400,12 @@ async fn metrics_report_projections_and_budget() {
             .parse()
             .unwrap()
     };
-    assert_eq!(value("isir_checkpoint ") as i64, cp);
+    assert_eq!(value("isir_checkpoint_action_id ") as i64, cp);
     for b in ["cases", "parties", "timeline"] {
         assert_eq!(
-            value(&format!("isir_projection_cursor{{builder=\"{b}\"}}")) as i64,
+            value(&format!(
+                "isir_projection_cursor_action_id{{builder=\"{b}\"}}"
+            )) as i64,
             cp
         );
         assert_eq!(
@@ -411,7 +413,19 @@ async fn metrics_report_projections_and_budget() {
             0.0
         );
     }
-    assert_eq!(value("isir_budget_used ") as u64, usage.used);
-    assert_eq!(value("isir_budget_left ") as u64, usage.left);
+    assert_eq!(value("isir_budget_used_requests ") as u64, usage.used);
+    assert_eq!(value("isir_budget_remaining_requests ") as u64, usage.left);
     assert!(text.contains("isir_lease_held"), "the poller's gauges too");
+    for b in ["cases", "parties", "timeline"] {
+        assert_eq!(
+            value(&format!("isir_projection_stopped{{builder=\"{b}\"}}")),
+            0.0
+        );
+    }
+    // The fixture's ticks reached the head: the time to alert on is the store's.
+    let ticked = app.store.last_successful_tick().await.unwrap().unwrap();
+    assert_eq!(
+        (value("isir_last_successful_tick_timestamp_seconds ") * 1000.0).round() as i64,
+        ticked
+    );
 }

@@ -1,173 +1,17 @@
 //! The OpenAPI 3.1 description of the read API, generated from the code with utoipa:
-//! the handlers' `#[utoipa::path]` annotations, the parameter structs below and the
-//! projection documents' `ToSchema` derives.
+//! the handlers' `#[utoipa::path]` annotations, the parameter structs of
+//! [`super::params`] and the projection documents' `ToSchema` derives.
 //!
-//! Owns the parameter lists of every endpoint: the handlers accept exactly the
-//! parameters named here (`allowed::<P>()`), so the description cannot drift from what
-//! the API takes. Never describes a route that is not served.
+//! Owns the answers' schemas and the error answers every `/v1` operation can give.
+//! Never describes a route that is not served.
 
 use serde::Serialize;
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::{IntoParams, IntoResponses, Modify, OpenApi, ToSchema};
+use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
-use super::Problem;
-use super::routes::Watermark;
 use crate::projection::cases::CaseDoc;
 use crate::projection::parties::PartyDoc;
-
-/// The names of the query parameters `P` describes (computed once a type).
-pub fn allowed<P: IntoParams + 'static>() -> &'static [String] {
-    use std::any::TypeId;
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    static CACHE: OnceLock<Mutex<HashMap<TypeId, &'static [String]>>> = OnceLock::new();
-    let mut m = CACHE
-        .get_or_init(|| Mutex::new(HashMap::new()))
-        .lock()
-        .expect("parameter cache");
-    m.entry(TypeId::of::<P>()).or_insert_with(|| {
-        let names: Vec<String> = P::into_params(|| Some(utoipa::openapi::path::ParameterIn::Query))
-            .into_iter()
-            .map(|p| p.name)
-            .collect();
-        Box::leak(names.into_boxed_slice())
-    })
-}
-
-/// The representation of a list; `?format=` wins over `Accept`.
-#[derive(ToSchema, Serialize)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-pub enum ListFormat {
-    Json,
-    Csv,
-    Ndjson,
-}
-
-/// Path of one case: `INS {number}/{year}`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Path)]
-#[allow(dead_code)]
-pub struct CasePath {
-    /// Year of the case number (2008-2100).
-    #[param(minimum = 2008, maximum = 2100)]
-    year: i64,
-    /// Number within the year (from 1).
-    #[param(minimum = 1)]
-    number: i64,
-}
-
-/// No query parameters.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct NoParams {}
-
-/// Paging of a case's timeline.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct PageParams {
-    /// Page size, 1 to `api.max_limit` (default `api.default_limit`, 50).
-    #[param(minimum = 1)]
-    limit: Option<i64>,
-    /// The opaque cursor of the previous page's `next` link.
-    cursor: Option<String>,
-    #[param(inline)]
-    format: Option<ListFormat>,
-}
-
-/// Search for persons: exactly one of `ico`, `rc`, `name`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct SubjectParams {
-    /// IČO, 6 to 12 digits (leading zeros may be left out).
-    #[param(pattern = r"^[0-9]{6,12}$")]
-    ico: Option<String>,
-    /// Birth number, `NNNNNN/NNNN` or without the slash; an exact match. Only for a key
-    /// with the `pii` scope: without it the answer is a 403 problem.
-    #[param(pattern = r"^[0-9]{6}/?[0-9]{3,4}$")]
-    rc: Option<String>,
-    /// A name; case and diacritics are ignored (`novak` finds `Novák`).
-    #[param(min_length = 1, max_length = 200)]
-    name: Option<String>,
-    #[param(minimum = 1)]
-    limit: Option<i64>,
-    cursor: Option<String>,
-    #[param(inline)]
-    format: Option<ListFormat>,
-}
-
-/// Order of a case list.
-#[derive(ToSchema, Serialize)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-pub enum CaseSort {
-    /// By the date opened, oldest first.
-    Opened,
-    /// By the latest action, newest first.
-    Latest,
-}
-
-/// Filters of the case list; all given filters must hold.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct CaseListParams {
-    /// Court: its short name (`KSPHA`) or its code.
-    court: Option<String>,
-    /// The case's state as the register names it (`KONKURS`, `ODDLUŽENÍ`, ...).
-    state: Option<String>,
-    /// Opened on or after this date.
-    #[param(value_type = Option<String>, format = Date)]
-    opened_from: Option<String>,
-    /// Opened on or before this date.
-    #[param(value_type = Option<String>, format = Date)]
-    opened_to: Option<String>,
-    /// With an action published on or after this date.
-    #[param(value_type = Option<String>, format = Date)]
-    updated_since: Option<String>,
-    /// A debtor's IČO.
-    #[param(pattern = r"^[0-9]{6,12}$")]
-    debtor_ico: Option<String>,
-    /// A debtor's birth number (exact). Only for a key with the `pii` scope: without it
-    /// the answer is a 403 problem.
-    #[param(pattern = r"^[0-9]{6}/?[0-9]{3,4}$")]
-    debtor_rc: Option<String>,
-    /// A debtor's name, ignoring case and diacritics.
-    #[param(min_length = 1, max_length = 200)]
-    debtor_name: Option<String>,
-    /// Kind of debtor (`F` natural person, `P` legal person, `PODNIKATEL` ...).
-    debtor_kind: Option<String>,
-    #[param(inline)]
-    sort: Option<CaseSort>,
-    #[param(minimum = 1)]
-    limit: Option<i64>,
-    cursor: Option<String>,
-    #[param(inline)]
-    format: Option<ListFormat>,
-}
-
-/// The change feed's filters.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct EventParams {
-    /// Only actions with a greater ID (default: from the start).
-    after: Option<i64>,
-    /// Action-type code (`typUdalosti`).
-    #[param(rename = "type", pattern = r"^[0-9]+$")]
-    r#type: Option<String>,
-    /// Court: short name or code.
-    court: Option<String>,
-    /// One case, `INS 4711/2026`.
-    #[param(pattern = r"^INS [0-9]+/[0-9]+$")]
-    case: Option<String>,
-    #[param(minimum = 1)]
-    limit: Option<i64>,
-    #[param(inline)]
-    format: Option<ListFormat>,
-}
+use crate::read::{Problem, Watermark};
 
 /// One action of a case's timeline.
 #[derive(ToSchema, Serialize)]
@@ -308,16 +152,16 @@ impl Modify for Security {
             is limited per key. Errors are problem details (RFC 9457)."
     ),
     paths(
-        super::routes::case,
-        super::routes::case_events,
-        super::routes::case_list,
-        super::routes::subjects,
-        super::routes::events,
-        super::routes::stats,
-        super::routes::healthz,
-        super::routes::readyz,
-        super::routes::metrics_text,
-        super::routes::openapi_json,
+        super::cases::case,
+        super::cases::case_events,
+        super::cases::case_list,
+        super::subjects::subjects,
+        super::events::events,
+        super::stats::stats,
+        super::health::healthz,
+        super::health::readyz,
+        super::health::metrics_text,
+        super::health::openapi_json,
     ),
     components(schemas(Problem, Watermark, Event, CaseAnswer, CaseList, EventList, SubjectList, Stats, Health, Ready)),
     modifiers(&Security),

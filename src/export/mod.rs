@@ -38,38 +38,10 @@ pub enum ExportError {
     Io(#[from] std::io::Error),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Table {
-    Cases,
-    Parties,
-    Events,
-    Stats,
-}
+pub use crate::config::{Table, parse_schedule};
 
 impl Table {
-    pub const ALL: [Table; 4] = [Table::Cases, Table::Parties, Table::Events, Table::Stats];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Table::Cases => "cases",
-            Table::Parties => "parties",
-            Table::Events => "events",
-            Table::Stats => "stats",
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<Table, ExportError> {
-        Table::ALL
-            .into_iter()
-            .find(|t| t.name() == s.trim())
-            .ok_or_else(|| {
-                ExportError::Invalid(format!(
-                    "unknown table {s:?}; one of cases, parties, events, stats"
-                ))
-            })
-    }
-
+    /// The table's columns, in the order of its CSV header.
     pub fn columns(self) -> &'static [&'static str] {
         match self {
             Table::Cases => columns::CASE_COLUMNS,
@@ -856,11 +828,6 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, ExportError> {
     let text = std::fs::read_to_string(dir.join("manifest.json"))?;
     serde_json::from_str(&text)
         .map_err(|e| ExportError::Invalid(format!("{}: {e}", dir.join("manifest.json").display())))
-}
-
-/// When the nightly export runs: `HH:MM` in Europe/Prague.
-pub fn parse_schedule(s: &str) -> Option<chrono::NaiveTime> {
-    chrono::NaiveTime::parse_from_str(s.trim(), "%H:%M").ok()
 }
 
 /// The next time after `now` that is `at` in Prague (a time skipped by the spring

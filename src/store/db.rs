@@ -10,6 +10,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{PgPool, QueryBuilder, Row, Sqlite, SqlitePool};
 
 use super::*;
+use crate::checkpoint;
 use crate::source::model::{Action, Page};
 
 /// The replica store on one of the two back ends. Cheap to clone.
@@ -246,16 +247,8 @@ impl Store {
             let row = sqlx::query(&sql).fetch_one(&mut *tx).await?;
             let found: Option<i64> = row.try_get(0)?;
             let current: i64 = row.try_get(1)?;
-            if epoch < current {
-                return Err(StoreError::Fenced {
-                    mine: epoch,
-                    current,
-                });
-            }
-            if found != expected {
-                return Err(StoreError::CheckpointMismatch { expected, found });
-            }
-            check_follows(found, after, actions)?;
+            checkpoint::admit(found, current, expected, epoch)?;
+            checkpoint::follows(found, after, actions.iter().map(|a| a.id))?;
             let Some(last) = actions.last().map(|a| a.id) else {
                 return Ok(0);
             };
@@ -323,7 +316,8 @@ impl Store {
         })
     }
 
-    /// Sets the checkpoint by hand (operators; snapshot restore). Fenced like a write.
+    /// Sets the checkpoint, fenced like a write. Only [`crate::checkpoint::set_by_hand`]
+    /// calls it.
     pub async fn set_checkpoint(
         &self,
         epoch: i64,
@@ -332,12 +326,7 @@ impl Store {
         write_tx!(self, |tx, lock| {
             let sql = format!("SELECT epoch FROM writer_state WHERE singleton = 1{lock}");
             let current: i64 = sqlx::query(&sql).fetch_one(&mut *tx).await?.try_get(0)?;
-            if epoch < current {
-                return Err(StoreError::Fenced {
-                    mine: epoch,
-                    current,
-                });
-            }
+            checkpoint::fenced(current, epoch)?;
             sqlx::query(
                 "UPDATE writer_state SET checkpoint = $1, updated_at = $2 WHERE singleton = 1",
             )
@@ -387,6 +376,16 @@ impl Store {
                 .await?;
         });
         Ok(())
+    }
+
+    /// When the last tick that reached the head or its batch limit was recorded (ticks
+    /// are kept 7 days).
+    pub async fn last_successful_tick(&self) -> Result<Option<i64>, StoreError> {
+        let sql = "SELECT MAX(at) FROM tick_log WHERE outcome IN ('caught_up', 'batch_limit')";
+        Ok(both!(self, |p| sqlx::query(sql)
+            .fetch_one(p)
+            .await?
+            .try_get(0)?))
     }
 
     pub async fn recent_ticks(&self, limit: i64) -> Result<Vec<TickRecord>, StoreError> {

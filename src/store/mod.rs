@@ -10,8 +10,6 @@ mod db;
 pub mod direct;
 pub use db::*;
 
-use crate::source::model::Action;
-
 /// Why a write was refused. Callers branch on these.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -79,32 +77,27 @@ pub struct TickRecord {
     pub detail: Option<String>,
 }
 
+/// Now, in milliseconds since the epoch (how every time is stored).
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-/// Checks that `actions` may follow `checkpoint`: strictly ascending and above it.
-pub fn check_follows(
-    checkpoint: Option<i64>,
-    after: i64,
-    actions: &[&Action],
-) -> Result<(), StoreError> {
-    if let Some(c) = checkpoint {
-        if after != c {
-            return Err(StoreError::OutOfOrder(format!(
-                "page asked after {after}, but the checkpoint is {c}"
-            )));
+/// A stored time (milliseconds since the epoch) as RFC 3339.
+pub fn fmt_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339())
+        .unwrap_or_else(|| ms.to_string())
+}
+
+impl From<crate::checkpoint::Refusal> for StoreError {
+    fn from(r: crate::checkpoint::Refusal) -> Self {
+        use crate::checkpoint::Refusal;
+        match r {
+            Refusal::Fenced { mine, current } => StoreError::Fenced { mine, current },
+            Refusal::Mismatch { expected, found } => {
+                StoreError::CheckpointMismatch { expected, found }
+            }
+            Refusal::OutOfOrder(why) => StoreError::OutOfOrder(why),
         }
     }
-    let mut prev = checkpoint.unwrap_or(i64::MIN);
-    for a in actions {
-        if a.id <= prev {
-            return Err(StoreError::OutOfOrder(format!(
-                "action {} does not follow {prev}",
-                a.id
-            )));
-        }
-        prev = a.id;
-    }
-    Ok(())
 }

@@ -2,7 +2,7 @@
 //! (`/`), and the search (`/search?q=`) and case (`/cases/{year}/{number}`) pages.
 //!
 //! Owns HTML only. The status page reads `status::collect` (read only); the search and
-//! case pages read the projections through `api::queries`, the same queries as the
+//! case pages read the projections through `read::queries`, the same queries as the
 //! API, with the same phase gate and the same masking of personal data. No route here
 //! writes, and no page needs JavaScript.
 
@@ -13,17 +13,17 @@ mod status_page;
 use axum::Router;
 use axum::routing::get;
 
-use crate::api::ApiState;
+use crate::read::ReadState;
 
 /// The status page (operator surface).
-pub fn status_router(state: ApiState) -> Router {
+pub fn status_router(state: ReadState) -> Router {
     Router::new()
         .route("/", get(status_page::status))
         .with_state(state)
 }
 
 /// The search and case pages (reader surface).
-pub fn reader_router(state: ApiState) -> Router {
+pub fn reader_router(state: ReadState) -> Router {
     Router::new()
         .route("/search", get(pages::search))
         .route("/cases/{year}/{number}", get(pages::case))

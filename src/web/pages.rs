@@ -12,9 +12,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::Value;
 
 use super::html::{error_page, escape, page};
-use crate::api::guard::Caller;
-use crate::api::routes::{case_number, open, search_key, url_escape};
-use crate::api::{ApiState, Problem, queries};
+use crate::read::params::{case_number, search_key, url_escape};
+use crate::read::watermark::open;
+use crate::read::{Caller, Problem, ReadState, queries};
 
 const PAGE: i64 = 100;
 const EVENTS_PAGE: i64 = 500;
@@ -105,7 +105,7 @@ placeholder=\"IČO, rodné číslo, jméno nebo INS 123/2024\" autofocus> <butto
 <p class=\"muted\">IČO, birth number (rodné číslo), a name (case and diacritics ignored) or a case number.</p>";
 
 pub async fn search(
-    State(state): State<ApiState>,
+    State(state): State<ReadState>,
     Query(q): Query<HashMap<String, String>>,
     caller: Option<Extension<Caller>>,
 ) -> Response {
@@ -211,7 +211,7 @@ pub async fn search(
 }
 
 pub async fn case(
-    State(state): State<ApiState>,
+    State(state): State<ReadState>,
     Path((year, number)): Path<(String, String)>,
     Query(q): Query<HashMap<String, String>>,
     caller: Option<Extension<Caller>>,

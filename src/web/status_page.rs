@@ -10,11 +10,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::html::{error_page, escape, page};
-use crate::api::ApiState;
-use crate::poller::fmt_ms;
+use crate::read::ReadState;
 use crate::status::{Status, human};
+use crate::store::fmt_ms;
 
-pub async fn status(State(state): State<ApiState>) -> Response {
+pub async fn status(State(state): State<ReadState>) -> Response {
     let Some(src) = state.status.as_ref() else {
         return error_page(
             StatusCode::NOT_FOUND,

@@ -263,11 +263,11 @@ pub async fn dump(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
 /// Serves the read API of `state` on a loopback port: its base URL, and a sender that
 /// stops it when dropped.
 #[allow(dead_code)]
-pub async fn serve_api(state: isir::api::ApiState) -> (String, tokio::sync::oneshot::Sender<()>) {
+pub async fn serve_api(state: isir::read::ReadState) -> (String, tokio::sync::oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(isir::api::run(listener, state, async move {
+    tokio::spawn(isir::http::run(listener, state, async move {
         let _ = rx.await;
     }));
     (base, tx)

@@ -2,7 +2,9 @@
 //! constant time) with scopes, and a rate limit per key or per client address (governor),
 //! answered with 429 and `Retry-After`.
 //!
-//! Owns request identity only; it never logs a key or a client's data.
+//! Also the request log line and the request metrics, and the headers every answer
+//! carries. Owns request identity only; it never logs a key, a query string or a
+//! client's data.
 
 use std::net::SocketAddr;
 use std::num::NonZeroU32;
@@ -15,21 +17,35 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use sha2::{Digest, Sha256};
 
-use super::{ApiState, Problem};
+use crate::read::{AdminOptions, Caller, Problem, ReadOptions};
 
 pub type Limiter = DefaultKeyedRateLimiter<String>;
 
-pub fn limiter(per_second: u32, burst: u32) -> Limiter {
+fn limiter(per_second: u32, burst: u32) -> Limiter {
     let q = Quota::per_second(NonZeroU32::new(per_second.max(1)).unwrap())
         .allow_burst(NonZeroU32::new(burst.max(1)).unwrap());
     RateLimiter::keyed(q)
 }
 
-/// What the caller may see, put into the request's extensions.
-#[derive(Clone, Debug, Default)]
-pub struct Caller {
-    pub key: Option<String>,
-    pub pii: bool,
+/// The guard's state: the configured keys, the rate limiter of one router, the admin
+/// key's hash.
+#[derive(Clone)]
+pub struct Guard(std::sync::Arc<GuardInner>);
+
+pub struct GuardInner {
+    keys: Vec<crate::config::ApiKey>,
+    limiter: Limiter,
+    admin_key_sha256: Option<String>,
+}
+
+impl Guard {
+    pub fn new(opts: &ReadOptions, admin: &AdminOptions) -> Self {
+        Guard(std::sync::Arc::new(GuardInner {
+            keys: opts.keys.clone(),
+            limiter: limiter(opts.rate_per_second, opts.burst),
+            admin_key_sha256: admin.key_sha256.clone(),
+        }))
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -47,13 +63,35 @@ fn presented(req: &Request) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
-pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
+/// Every routed request: identity and rate limit ([`admit`]), then one log line and the
+/// request metrics with the route's template (never its values: a path or query can
+/// hold a birth number).
+pub async fn guard(State(state): State<Guard>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().clone();
+    let started = std::time::Instant::now();
+    let resp = admit(&state, req, next).await;
+    let secs = started.elapsed().as_secs_f64();
+    let status = resp.status().as_u16();
+    tracing::info!(target: "isir::request", method = %method, route = %route, status, duration_ms = (secs * 1000.0 * 10.0).round() / 10.0, "request");
+    metrics::counter!("isir_http_requests_total", "route" => route.clone(), "method" => method.to_string(), "status" => status.to_string())
+        .increment(1);
+    metrics::histogram!("isir_http_request_duration_seconds", "route" => route).record(secs);
+    resp
+}
+
+/// Identity and rate limit: 429 before 401, so that guessing keys is limited too.
+async fn admit(state: &Guard, mut req: Request, next: Next) -> Response {
     let mut caller = Caller::default();
     let mut unknown = false;
     if let Some(key) = presented(&req) {
         let digest = hex::encode(Sha256::digest(key.as_bytes()));
         let mut found = None;
-        for k in &state.opts.keys {
+        for k in &state.0.keys {
             // Every configured key is compared, so timing does not tell which matched.
             if constant_time_eq(digest.as_bytes(), k.sha256.to_ascii_lowercase().as_bytes()) {
                 found = Some(k);
@@ -77,7 +115,7 @@ pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) 
             .map(|c| format!("ip:{}", c.0.ip()))
             .unwrap_or_else(|| "ip:unknown".into()),
     };
-    if let Err(not_until) = state.limiter.check_key(&who) {
+    if let Err(not_until) = state.0.limiter.check_key(&who) {
         let wait = not_until.wait_time_from(DefaultClock::default().now());
         let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         let mut r = Problem::new(
@@ -101,22 +139,13 @@ pub async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) 
         .into_response();
     }
     req.extensions_mut().insert(caller);
-    let route = req
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
-    let started = std::time::Instant::now();
-    let resp = next.run(req).await;
-    metrics::histogram!("isir_api_request_seconds", "route" => route, "status" => resp.status().as_u16().to_string())
-        .record(started.elapsed().as_secs_f64());
-    resp
+    next.run(req).await
 }
 
 /// The operator surfaces: with `admin.key_sha256` set, only for `X-Admin-Key: <key>`
 /// (or `?admin_key=<key>`, for a browser).
-pub async fn admin(State(state): State<ApiState>, req: Request, next: Next) -> Response {
-    if let Some(want) = &state.admin.key_sha256 {
+pub async fn admin(State(state): State<Guard>, req: Request, next: Next) -> Response {
+    if let Some(want) = &state.0.admin_key_sha256 {
         let given = req
             .headers()
             .get("x-admin-key")

@@ -1,0 +1,114 @@
+//! The subjects resource (`/v1/subjects`): persons by IČO, birth number (`pii` scope) or
+//! name, once per case and role.
+//!
+//! Reads the `parties` projection; the stored documents go out as they are for the
+//! `pii` scope and through the privacy mask for everyone else. Never writes.
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::Value;
+
+use super::format::{Format, format_of, respond_list, respond_text};
+use super::pagination::{decode_cursor, docs, encode_cursor, limit, view};
+use super::params::{SubjectParams, only};
+use crate::projection::columns;
+use crate::read::params::{search_key, url_escape};
+use crate::read::{Caller, Problem, ReadState, queries, watermark};
+
+/// Persons matching an IČO, a birth number or a name, once per case and role.
+#[utoipa::path(get, path = "/v1/subjects", tag = "subjects",
+    params(crate::api::params::SubjectParams),
+    responses(
+        (status = 200, description = "A page of persons; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+                ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
+            content((crate::api::openapi::SubjectList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        crate::api::openapi::V1Errors,
+    ))]
+pub(crate) async fn subjects(
+    State(state): State<ReadState>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    caller: Option<axum::Extension<Caller>>,
+) -> Result<Response, Problem> {
+    let pii = caller.is_some_and(|c| c.pii);
+    only::<SubjectParams>(&q)?;
+    let format = format_of(&q, &headers)?;
+    let limit = limit(&state, &q)?;
+    let given: Vec<&str> = ["ico", "rc", "name"]
+        .into_iter()
+        .filter(|k| q.contains_key(*k))
+        .collect();
+    if given.len() != 1 {
+        return Err(Problem::bad("give exactly one of ico, rc or name"));
+    }
+    let (col, key) = search_key(given[0], given[0], &q[given[0]])?;
+    if col == "rc" && !pii {
+        return Err(Problem::needs_pii("a search by birth number"));
+    }
+    let privacy = state.privacy().await?;
+    let after = match q.get("cursor") {
+        Some(c) => decode_cursor(privacy, c, 3)?,
+        None => vec![String::new(), String::new(), String::new()],
+    };
+    let (mut tx, wm) = watermark::open_single(&state).await?;
+    let mut rows = queries::subjects_text(&mut tx, col, &key, &after, limit + 1).await?;
+    tx.commit().await?;
+    let more = rows.len() as i64 > limit;
+    rows.truncate(limit as usize);
+    let next = match rows.last().filter(|_| more) {
+        None => None,
+        Some(l) => {
+            let parts: Vec<String> = columns::cells(l, &["case_number", "court", "person_id"])
+                .map_err(Problem::internal)?
+                .iter()
+                .map(|c| c.as_str().to_string())
+                .collect();
+            let qk = given[0];
+            let f = q
+                .get("format")
+                .map(|f| format!("&format={f}"))
+                .unwrap_or_default();
+            Some(format!(
+                "/v1/subjects?{qk}={}&limit={limit}&cursor={}{f}",
+                url_escape(&q[qk]),
+                url_escape(&encode_cursor(privacy, &parts))
+            ))
+        }
+    };
+    if format == Format::Json {
+        // The stored documents go out as they are, but those that hold PII to mask.
+        let mut body = String::with_capacity(rows.iter().map(|r| r.len() + 1).sum::<usize>() + 256);
+        body.push_str("{\"next\":");
+        body.push_str(&serde_json::to_string(&next).map_err(Problem::internal)?);
+        body.push_str(",\"subjects\":[");
+        for (i, r) in rows.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            if pii {
+                body.push_str(r);
+            } else {
+                let v: Value = serde_json::from_str(r).map_err(Problem::internal)?;
+                body.push_str(&privacy.mask(v).to_string());
+            }
+        }
+        body.push_str("],\"watermark\":");
+        body.push_str(&serde_json::to_string(&wm).map_err(Problem::internal)?);
+        body.push('}');
+        return Ok(respond_text(&wm, &headers, body));
+    }
+    let persons = view((!pii).then_some(privacy), docs(&rows)?);
+    Ok(respond_list(
+        &wm,
+        &headers,
+        format,
+        "subjects",
+        persons,
+        next,
+        columns::SUBJECT_COLUMNS,
+    ))
+}

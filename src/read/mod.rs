@@ -1,0 +1,146 @@
+//! The read side that the JSON API (`api`) and the HTML pages (`web`) both stand on: the
+//! shared state of a serving process, the watermark and phase gate, the projection
+//! queries, shared parameter parsing and problem details.
+//!
+//! Owns nothing HTTP-specific beyond the problem type: no routes, no middleware. It
+//! reads the projection views only (never `actions`, never the source client) and has
+//! no function that writes. `api` and `web` import this module and never each other;
+//! `http` mounts both.
+
+pub mod params;
+mod problem;
+pub mod queries;
+pub mod watermark;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::store::Store;
+pub use problem::Problem;
+pub use watermark::Watermark;
+
+/// What a serving process is configured with (from `api.*`).
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    /// Largest `limit` a list accepts.
+    pub max_limit: i64,
+    /// Default `limit`.
+    pub default_limit: i64,
+    /// `/readyz` says ready only within this lag of the projections behind the replica.
+    pub max_lag_ids: i64,
+    /// Requests a second per key or client address (the guard's limit).
+    pub rate_per_second: u32,
+    pub burst: u32,
+    /// Configured keys (hashes and scopes).
+    pub keys: Vec<crate::config::ApiKey>,
+    /// How long the phase and the watermark are reused between requests (0: read for
+    /// every request).
+    pub meta_cache: Duration,
+}
+
+impl Default for ReadOptions {
+    /// The options of the default settings, but read the watermark for every request
+    /// (no meta cache), so that a change of phase shows at once.
+    fn default() -> Self {
+        Self {
+            meta_cache: Duration::ZERO,
+            ..Self::from_settings(&crate::config::ApiSettings::default())
+        }
+    }
+}
+
+impl ReadOptions {
+    /// The options of `settings.api`.
+    pub fn from_settings(a: &crate::config::ApiSettings) -> Self {
+        ReadOptions {
+            max_limit: a.max_limit,
+            default_limit: a.default_limit,
+            max_lag_ids: a.max_lag_ids,
+            rate_per_second: a.rate_per_second,
+            burst: a.burst,
+            keys: a.keys.clone(),
+            meta_cache: Duration::from_millis(a.meta_cache_ms),
+        }
+    }
+}
+
+/// Where the operator surfaces (status page, `/metrics`) are served and who may see them.
+#[derive(Clone, Debug, Default)]
+pub struct AdminOptions {
+    /// Served on their own listener (`admin.bind`), not with the public routes.
+    pub separate: bool,
+    /// SHA-256 (hex) of the admin key they require.
+    pub key_sha256: Option<String>,
+}
+
+/// Who is asking, as the HTTP guard established it (put into the request's
+/// extensions): the key's name and whether it has the `pii` scope.
+#[derive(Clone, Debug, Default)]
+pub struct Caller {
+    pub key: Option<String>,
+    pub pii: bool,
+}
+
+/// What every handler reads, shared behind one `Arc`: a request clones the state a few
+/// times (router, middleware), and one reference count is cheaper than one per field.
+#[derive(Clone)]
+pub struct ReadState(Arc<Shared>);
+
+pub struct Shared {
+    pub store: Store,
+    pub opts: ReadOptions,
+    pub(crate) meta: std::sync::Mutex<Option<(std::time::Instant, (Watermark, bool))>>,
+    /// What the status page reads; without it the page says so.
+    pub status: Option<crate::status::StatusSource>,
+    pub admin: AdminOptions,
+    /// Direct read connections for one-statement answers on a SQLite file (see
+    /// [`crate::store::direct`]); `None` on PostgreSQL.
+    pub(crate) direct: Option<Arc<crate::store::direct::Pool>>,
+    /// The replica's privacy key, read once from the store at the first use.
+    privacy: tokio::sync::OnceCell<crate::privacy::Privacy>,
+}
+
+impl std::ops::Deref for ReadState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+impl ReadState {
+    pub fn new(store: Store, opts: ReadOptions) -> Self {
+        crate::telemetry::init();
+        ReadState(Arc::new(Shared {
+            opts,
+            meta: std::sync::Mutex::new(None),
+            status: None,
+            admin: AdminOptions::default(),
+            direct: crate::store::direct::Pool::for_store(&store, 16),
+            privacy: tokio::sync::OnceCell::new(),
+            store,
+        }))
+    }
+
+    /// The replica's privacy key (person references, cursors), read from the store once.
+    pub async fn privacy(&self) -> Result<&crate::privacy::Privacy, Problem> {
+        self.privacy
+            .get_or_try_init(|| crate::privacy::Privacy::load(&self.store))
+            .await
+            .map_err(Problem::internal)
+    }
+
+    /// The state while it is being configured, before any clone exists.
+    fn building(&mut self) -> &mut Shared {
+        Arc::get_mut(&mut self.0).expect("the read state is configured before it is shared")
+    }
+
+    pub fn with_status(mut self, src: crate::status::StatusSource) -> Self {
+        self.building().status = Some(src);
+        self
+    }
+
+    pub fn with_admin(mut self, admin: AdminOptions) -> Self {
+        self.building().admin = admin;
+        self
+    }
+}

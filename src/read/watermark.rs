@@ -1,0 +1,117 @@
+//! The projection watermark and the read gate: every answer of the read side opens its
+//! snapshot here, learns how far the projections have come and whether the feed's phase
+//! lets it answer at all.
+//!
+//! Owns the watermark's one query and its short cache. Reads `settings`, `proj_meta`,
+//! `writer_state` and `timeline`; never writes, never reads `actions`.
+
+use serde::Serialize;
+
+use super::{Problem, ReadState};
+use crate::phase::Phase;
+use crate::projection::sql::Tx;
+
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct Watermark {
+    /// The last action ID applied by every projection builder.
+    pub action_id: i64,
+    /// Its publication time, when it is an action of a case.
+    pub published: Option<String>,
+    /// Actions the replica holds beyond the watermark, in IDs.
+    pub lag_ids: i64,
+    /// Seconds since the slowest builder last moved, when it is behind; 0 when caught up.
+    pub lag_seconds: i64,
+    pub phase: String,
+}
+
+/// The watermark, the phase and whether every builder has a cursor, in one query.
+pub async fn meta(tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
+    let row = tx
+        .texts(
+            "SELECT COALESCE((SELECT value FROM settings WHERE key = 'phase'), 'off') || '|' || \
+             (SELECT COUNT(*) FROM proj_meta WHERE name NOT LIKE '%#next') || '|' || \
+             COALESCE((SELECT MIN(cursor) FROM proj_meta WHERE name NOT LIKE '%#next'), -1) || '|' || \
+             COALESCE((SELECT MIN(updated_at) FROM proj_meta WHERE name NOT LIKE '%#next'), 0) || '|' || \
+             COALESCE((SELECT checkpoint FROM writer_state WHERE singleton = 1), -1) || '|' || \
+             COALESCE((SELECT published FROM timeline WHERE action_id = \
+                 (SELECT MIN(cursor) FROM proj_meta WHERE name NOT LIKE '%#next')), '')",
+            &[],
+        )
+        .await?
+        .pop()
+        .unwrap_or_default();
+    let f: Vec<&str> = row.splitn(6, '|').collect();
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
+    let (cursor, updated, checkpoint) = (
+        num(2).unwrap_or(-1),
+        num(3).unwrap_or(0),
+        num(4).unwrap_or(-1),
+    );
+    let built = num(1).unwrap_or(0) >= crate::projection::NAMES.len() as i64;
+    let lag_ids = (checkpoint - cursor).max(0);
+    let lag_seconds = if lag_ids == 0 {
+        0
+    } else {
+        ((crate::store::now_ms() - updated) / 1000).max(0)
+    };
+    Ok((
+        Watermark {
+            action_id: cursor,
+            published: f.get(5).filter(|p| !p.is_empty()).map(|p| p.to_string()),
+            lag_ids,
+            lag_seconds,
+            phase: f.first().unwrap_or(&"off").to_string(),
+        },
+        built,
+    ))
+}
+
+/// The meta, from the cache when it is younger than `api.meta_cache_ms`. Projections only
+/// move forward, so a cached watermark still holds: every action up to it is applied.
+async fn cached_meta(state: &ReadState, tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
+    let ttl = state.opts.meta_cache;
+    if !ttl.is_zero() {
+        if let Some((at, m)) = state.meta.lock().expect("meta cache").as_ref() {
+            if at.elapsed() < ttl {
+                return Ok(m.clone());
+            }
+        }
+    }
+    let m = meta(tx).await?;
+    if !ttl.is_zero() {
+        *state.meta.lock().expect("meta cache") = Some((std::time::Instant::now(), m.clone()));
+    }
+    Ok(m)
+}
+
+/// Opens a read snapshot, checks the phase and reads the watermark.
+pub async fn open(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
+    let tx = Tx::begin_read(&state.store).await?;
+    gate(state, tx).await
+}
+
+/// Like [`open`] without a transaction, for an answer of one indexed, bounded statement
+/// (on a SQLite file it runs on a direct connection, on this thread).
+pub async fn open_single(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
+    let tx = match &state.direct {
+        Some(pool) => Tx::Direct(pool.get().map_err(crate::store::direct::to_sqlx)?),
+        None => Tx::single(&state.store).await?,
+    };
+    gate(state, tx).await
+}
+
+async fn gate(state: &ReadState, mut tx: Tx) -> Result<(Tx, Watermark), Problem> {
+    let (wm, has_meta) = cached_meta(state, &mut tx).await?;
+    if Phase::parse(&wm.phase).is_none_or(|p| p < Phase::Serve) {
+        return Err(Problem::unavailable(format!(
+            "the read API is off: the feed is in phase `{}`; it answers from phase `serve` (`isir phase set serve`)",
+            wm.phase
+        )));
+    }
+    if !has_meta {
+        return Err(Problem::unavailable(
+            "the projections are not built yet (`isir project catch-up`)",
+        ));
+    }
+    Ok((tx, wm))
+}
