@@ -57,6 +57,10 @@ ensure_postgres() {
 ensure_redis
 ensure_postgres
 
+# The code's form first: formatted, and no clippy warning (each fails the run).
+cargo fmt --check
+cargo clippy --all-targets -- -D warnings
+
 cargo test --all-targets "$@"
 
 # Schemathesis against the API's own description (no 5xx, nothing that breaks it).

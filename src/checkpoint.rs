@@ -76,12 +76,12 @@ pub fn follows(
     after: i64,
     ids: impl IntoIterator<Item = i64>,
 ) -> Result<(), Refusal> {
-    if let Some(c) = checkpoint {
-        if after != c {
-            return Err(Refusal::OutOfOrder(format!(
-                "page asked after {after}, but the checkpoint is {c}"
-            )));
-        }
+    if let Some(c) = checkpoint
+        && after != c
+    {
+        return Err(Refusal::OutOfOrder(format!(
+            "page asked after {after}, but the checkpoint is {c}"
+        )));
     }
     let mut prev = checkpoint.unwrap_or(i64::MIN);
     for id in ids {

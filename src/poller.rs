@@ -226,10 +226,10 @@ impl Poller {
                 _ => None,
             },
         };
-        if !matches!(t.outcome, TickOutcome::StoreError { .. }) {
-            if let Err(e) = self.store.record_tick(&rec).await {
-                tracing::warn!(error = %e, "could not record the tick outcome");
-            }
+        if !matches!(t.outcome, TickOutcome::StoreError { .. })
+            && let Err(e) = self.store.record_tick(&rec).await
+        {
+            tracing::warn!(error = %e, "could not record the tick outcome");
         }
         t
     }

@@ -294,13 +294,12 @@ async fn endpoints(b: Backend) {
     assert_eq!(body["case"]["debtors"].as_array().unwrap().len(), 0);
     let truth = sim.truth_all();
     for a in truth.iter().filter(|a| a.case_number == erased.case_number) {
-        if let isir::source::Note::Parsed(d) = isir::source::parse::note_of(a.note.as_deref()) {
-            if let Some(p) = d.person.filter(|p| p.role.as_deref() == Some("DLUŽNÍK")) {
-                if let Some(rc) = p.birth_number {
-                    let (s, _, _) = api.get(&format!("/v1/subjects?rc={rc}")).await;
-                    assert_eq!(s, 403, "no birth number search without the scope");
-                }
-            }
+        if let isir::source::Note::Parsed(d) = isir::source::parse::note_of(a.note.as_deref())
+            && let Some(p) = d.person.filter(|p| p.role.as_deref() == Some("DLUŽNÍK"))
+            && let Some(rc) = p.birth_number
+        {
+            let (s, _, _) = api.get(&format!("/v1/subjects?rc={rc}")).await;
+            assert_eq!(s, 403, "no birth number search without the scope");
         }
     }
 }

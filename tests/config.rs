@@ -1,5 +1,7 @@
 //! The settings tree: defaults, then `isir.toml`, then `ISIR_` variables; validation names
 //! the key.
+// figment::Jail's closures return figment::Error, whose size is figment's to choose.
+#![allow(clippy::result_large_err)]
 
 use isir::config::Settings;
 

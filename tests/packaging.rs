@@ -80,6 +80,7 @@ fn dockerfile_is_sound() {
         "HEALTHCHECK",
         "ARG",
         "LABEL",
+        "VOLUME",
     ];
     let mut stages = Vec::new();
     let mut env = BTreeMap::new();
@@ -122,6 +123,57 @@ fn dockerfile_is_sound() {
         }
     }
     assert_eq!(stages, ["build", "runtime"]);
+    // The dependencies are built in a layer before the sources are copied, so a change
+    // to src/ does not rebuild them.
+    let first_build = ins
+        .iter()
+        .position(|(i, a)| i == "RUN" && a.contains("cargo build"))
+        .unwrap();
+    let copy_src = ins
+        .iter()
+        .position(|(i, a)| i == "COPY" && a.starts_with("src "))
+        .unwrap();
+    let copy_manifest = ins
+        .iter()
+        .position(|(i, a)| i == "COPY" && a.starts_with("Cargo.toml Cargo.lock"))
+        .unwrap();
+    assert!(copy_manifest < first_build && first_build < copy_src);
+    // The data directory is a volume, and it is where the process works.
+    let workdir = ins
+        .iter()
+        .rev()
+        .find(|(i, _)| i == "WORKDIR")
+        .unwrap()
+        .1
+        .clone();
+    let volumes = ins.iter().find(|(i, _)| i == "VOLUME").unwrap().1.clone();
+    assert!(
+        volumes.contains(&workdir),
+        "VOLUME {volumes} holds WORKDIR {workdir}"
+    );
+    // What the build copies is not ignored; what must not reach the context is.
+    let ignore = std::fs::read_to_string(root().join(".dockerignore")).unwrap();
+    let ignored: Vec<&str> = ignore
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    for must in ["target/", ".git/"] {
+        assert!(ignored.contains(&must), ".dockerignore leaves out {must}");
+    }
+    for (i, a) in &ins {
+        if i == "COPY" && !a.starts_with("--from=") {
+            let parts: Vec<&str> = a.split_whitespace().collect();
+            for src in &parts[..parts.len() - 1] {
+                assert!(
+                    !ignored
+                        .iter()
+                        .any(|g| g.trim_end_matches('/') == src.trim_end_matches('/')),
+                    "{src} is copied but ignored"
+                );
+            }
+        }
+    }
     assert_eq!(entry.unwrap(), ["/usr/local/bin/isir"]);
     parses(&cmd.unwrap());
     // Every Cargo target the manifest names is copied in, or `cargo build` fails.
@@ -137,7 +189,29 @@ fn compose_file_is_sound() {
     let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
     let services = doc["services"].as_mapping().unwrap();
     let names: Vec<&str> = services.keys().map(|k| k.as_str().unwrap()).collect();
-    assert_eq!(names, ["postgres", "redis", "writer", "api1", "api2"]);
+    assert_eq!(
+        names,
+        ["postgres", "redis", "writer", "api1", "api2", "proxy"]
+    );
+    let volumes = doc["volumes"].as_mapping().unwrap();
+    // The proxy spreads over the API replicas, each of which it waits for.
+    let proxy = &services["proxy"];
+    let mounts: Vec<String> = serde_yaml::from_value(proxy["volumes"].clone()).unwrap();
+    let conf = mounts
+        .iter()
+        .find_map(|m| m.strip_prefix("./").and_then(|m| m.split(':').next()))
+        .unwrap();
+    let conf = std::fs::read_to_string(root().join(conf)).unwrap();
+    for api in ["api1", "api2"] {
+        assert!(
+            conf.contains(&format!("server {api}:8080")),
+            "the proxy reaches {api}"
+        );
+        assert_eq!(
+            proxy["depends_on"][api]["condition"].as_str(),
+            Some("service_healthy")
+        );
+    }
     let mut writers = 0;
     for (name, svc) in services {
         let name = name.as_str().unwrap();
@@ -146,14 +220,39 @@ fn compose_file_is_sound() {
         }
         let cmd: Vec<String> = serde_yaml::from_value(svc["command"].clone()).unwrap();
         parses(&cmd);
-        if cmd[0] == "run" {
-            writers += 1;
-        } else {
-            assert_eq!(cmd, ["serve"], "{name}: the API replicas only serve");
-        }
         let env: BTreeMap<String, String> =
             serde_yaml::from_value(svc["environment"].clone()).unwrap();
         let s = settings_from(&env);
+        if cmd[0] == "run" {
+            writers += 1;
+            // The writer is healthy once it migrated and listens; its exports and data
+            // are volumes.
+            let hc: Vec<String> =
+                serde_yaml::from_value(svc["healthcheck"]["test"].clone()).unwrap();
+            let port = s.api.bind.rsplit_once(':').unwrap().1;
+            assert!(
+                hc.iter().any(|a| a.contains(&format!(":{port}/healthz"))),
+                "{hc:?}"
+            );
+            let mounts: Vec<String> = serde_yaml::from_value(svc["volumes"].clone()).unwrap();
+            assert!(
+                s.export.schedule.is_some(),
+                "the writer writes the nightly export"
+            );
+            let export_mount = mounts
+                .iter()
+                .find(|m| m.ends_with(&format!(":{}", s.export.dir)))
+                .unwrap_or_else(|| panic!("no volume on export.dir {}", s.export.dir));
+            let vol = export_mount.split(':').next().unwrap();
+            assert!(volumes.contains_key(vol), "{vol} is a named volume");
+        } else {
+            assert_eq!(cmd, ["serve"], "{name}: the API replicas only serve");
+            assert_eq!(
+                svc["depends_on"]["writer"]["condition"].as_str(),
+                Some("service_healthy"),
+                "{name} waits for a healthy writer (which migrates)"
+            );
+        }
         assert!(
             s.database.url.starts_with("postgres://"),
             "{name}: on PostgreSQL"
@@ -183,10 +282,9 @@ fn compose_file_is_sound() {
     assert_eq!(writers, 1, "exactly one writer");
 }
 
-#[test]
-fn systemd_unit_is_sound() {
-    let text = std::fs::read_to_string(root().join("deploy/isir.service")).unwrap();
-    let mut sections: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+fn unit(path: &str) -> BTreeMap<String, BTreeMap<String, Vec<String>>> {
+    let text = std::fs::read_to_string(root().join(path)).unwrap();
+    let mut sections: BTreeMap<String, BTreeMap<String, Vec<String>>> = BTreeMap::new();
     let mut cur = String::new();
     for line in text.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') {
@@ -199,28 +297,117 @@ fn systemd_unit_is_sound() {
         }
         let (k, v) = line
             .split_once('=')
-            .unwrap_or_else(|| panic!("not a key=value: {line}"));
+            .unwrap_or_else(|| panic!("{path}: not a key=value: {line}"));
         assert!(!cur.is_empty(), "{k} outside a section");
         sections
             .get_mut(&cur)
             .unwrap()
-            .insert(k.to_string(), v.to_string());
+            .entry(k.to_string())
+            .or_default()
+            .push(v.to_string());
     }
-    assert_eq!(
-        sections.keys().collect::<Vec<_>>(),
-        ["Install", "Service", "Unit"]
-    );
-    let svc = &sections["Service"];
-    let exec: Vec<String> = svc["ExecStart"]
-        .split_whitespace()
-        .map(String::from)
-        .collect();
-    assert_eq!(exec[0], "/usr/local/bin/isir");
-    parses(&exec[1..]);
-    assert_eq!(exec.last().unwrap(), "run");
-    assert_eq!(
-        svc["KillSignal"], "SIGTERM",
-        "the daemon stops cleanly on SIGTERM"
-    );
-    assert_eq!(sections["Install"]["WantedBy"], "multi-user.target");
+    sections
+}
+
+#[test]
+fn systemd_units_are_sound() {
+    for (path, command) in [
+        ("deploy/isir.service", "run"),
+        ("deploy/isir-serve.service", "serve"),
+    ] {
+        let sections = unit(path);
+        assert_eq!(
+            sections.keys().collect::<Vec<_>>(),
+            ["Install", "Service", "Unit"],
+            "{path}"
+        );
+        let svc = &sections["Service"];
+        let one = |k: &str| -> &str {
+            let v = svc.get(k).unwrap_or_else(|| panic!("{path}: no {k}"));
+            v.last().unwrap()
+        };
+        let exec: Vec<String> = one("ExecStart")
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        assert_eq!(exec[0], "/usr/local/bin/isir");
+        parses(&exec[1..]);
+        assert_eq!(exec.last().unwrap(), command, "{path}");
+        assert_eq!(
+            one("KillSignal"),
+            "SIGTERM",
+            "{path}: stops cleanly on SIGTERM"
+        );
+        // The stop time: the daemon exits within seconds of SIGTERM (processes.rs), a
+        // reader once its requests end (each bounded by the request timeout).
+        let stop: u64 = one("TimeoutStopSec").parse().unwrap();
+        assert!(
+            stop >= isir::http::REQUEST_TIMEOUT.as_secs(),
+            "{path}: TimeoutStopSec {stop}"
+        );
+        assert!(
+            one("EnvironmentFile").ends_with("/etc/isir/isir.env"),
+            "{path}"
+        );
+        for k in [
+            "NoNewPrivileges",
+            "ProtectSystem",
+            "ProtectHome",
+            "PrivateTmp",
+            "PrivateDevices",
+            "RestrictAddressFamilies",
+            "CapabilityBoundingSet",
+            "SystemCallFilter",
+        ] {
+            assert!(svc.contains_key(k), "{path}: no {k}");
+        }
+        assert_eq!(one("User"), "isir", "{path}: not root");
+        for v in svc.values().flatten() {
+            assert!(!v.contains("example"), "{path}: a placeholder in {v}");
+        }
+        assert_eq!(sections["Install"]["WantedBy"], ["multi-user.target"]);
+    }
+}
+
+/// The alert rules parse, name only catalogued metrics (each has HELP text and is
+/// recorded), and point at runbooks that exist.
+#[test]
+fn alert_rules_name_real_metrics_and_runbooks() {
+    let text = std::fs::read_to_string(root().join("deploy/alerts.yml")).unwrap();
+    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let known: Vec<&str> = isir::telemetry::CATALOGUE.iter().map(|c| c.0).collect();
+    let mut alerts = Vec::new();
+    for g in doc["groups"].as_sequence().unwrap() {
+        for r in g["rules"].as_sequence().unwrap() {
+            let name = r["alert"].as_str().unwrap().to_string();
+            let expr = r["expr"].as_str().unwrap();
+            let mut seen = 0;
+            for (i, _) in expr.match_indices("isir_") {
+                let m: String = expr[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    known.contains(&m.as_str()),
+                    "{name}: {m} is not a metric of ours"
+                );
+                seen += 1;
+            }
+            assert!(seen > 0, "{name} names no metric");
+            if let Some(rb) = r["annotations"]["runbook"].as_str() {
+                assert!(root().join(rb).exists(), "{name}: no runbook {rb}");
+            }
+            alerts.push(name);
+        }
+    }
+    // The conditions the runbooks describe: lag, budget, lease, a stopped builder.
+    for a in [
+        "IsirReplicaLagging",
+        "IsirBudgetNearlySpent",
+        "IsirNoLeaseHolder",
+        "IsirProjectionStopped",
+        "IsirNoSuccessfulTick",
+    ] {
+        assert!(alerts.iter().any(|x| x == a), "no alert {a}");
+    }
 }

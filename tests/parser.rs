@@ -241,14 +241,14 @@ fn every_error_class_by_fixture() {
         let name = p.file_name().unwrap().to_str().unwrap();
         let class = name.split('-').next().unwrap();
         let got = parse_data_response(&std::fs::read(&p).unwrap(), 79500000);
-        let ok = match (class, &got) {
-            ("ok", Ok(_)) => true,
-            ("invalid", Err(SourceError::Invalid(_))) => true,
-            ("retryable", Err(SourceError::Retryable(_))) => true,
-            ("refused", Err(SourceError::Refused { .. })) => true,
-            ("fault", Err(SourceError::Fault { .. })) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (class, &got),
+            ("ok", Ok(_))
+                | ("invalid", Err(SourceError::Invalid(_)))
+                | ("retryable", Err(SourceError::Retryable(_)))
+                | ("refused", Err(SourceError::Refused { .. }))
+                | ("fault", Err(SourceError::Fault { .. }))
+        );
         assert!(ok, "{name}: expected {class}, got {got:?}");
         if let Err(e) = &got {
             assert!(!e.to_string().is_empty());

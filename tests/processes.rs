@@ -209,10 +209,10 @@ async fn three_daemons_one_writer() {
     );
     let holder = || async {
         for _ in 0..100 {
-            if let Ok(info) = lease.show().await {
-                if let Some(pid) = info.holder.as_deref().and_then(holder_pid) {
-                    return pid;
-                }
+            if let Ok(info) = lease.show().await
+                && let Some(pid) = info.holder.as_deref().and_then(holder_pid)
+            {
+                return pid;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

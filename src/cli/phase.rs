@@ -44,18 +44,20 @@ pub async fn run(app: &App, cmd: PhaseCmd) -> anyhow::Result<Exit> {
             force,
             out,
         } => {
-            if to > current && !force && to >= Phase::Serve {
-                if let Some(why) = refusal(app).await? {
-                    if out.json {
-                        out.print(
-                            &serde_json::json!({ "refused": why, "phase": current }),
-                            String::new,
-                        )?;
-                    } else {
-                        eprintln!("refused: {why}");
-                    }
-                    return Ok(Exit::Refused);
+            if to > current
+                && !force
+                && to >= Phase::Serve
+                && let Some(why) = refusal(app).await?
+            {
+                if out.json {
+                    out.print(
+                        &serde_json::json!({ "refused": why, "phase": current }),
+                        String::new,
+                    )?;
+                } else {
+                    eprintln!("refused: {why}");
                 }
+                return Ok(Exit::Refused);
             }
             app.store.set_setting("phase", to.as_str()).await?;
             tracing::warn!(

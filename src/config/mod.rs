@@ -14,6 +14,7 @@ pub const REAL_ISIR_URL: &str = "https://isir.justice.cz:8443/isir_public_ws/Isi
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
+#[derive(Default)]
 pub struct Settings {
     pub source: SourceSettings,
     pub database: DatabaseSettings,
@@ -194,6 +195,7 @@ pub struct DatabaseSettings {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
+#[derive(Default)]
 pub struct RedisSettings {
     /// `redis://...`: the lease. Unset: the lease is kept in the database. The budget is
     /// counted in the database in either case.
@@ -252,25 +254,6 @@ pub struct PhaseSettings {
     pub initial: String,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Self {
-            source: SourceSettings::default(),
-            database: DatabaseSettings::default(),
-            redis: RedisSettings::default(),
-            lease: LeaseSettings::default(),
-            budget: BudgetSettings::default(),
-            poll: PollSettings::default(),
-            phase: PhaseSettings::default(),
-            projection: ProjectionSettings::default(),
-            api: ApiSettings::default(),
-            admin: AdminSettings::default(),
-            export: ExportSettings::default(),
-            log: LogSettings::default(),
-        }
-    }
-}
-
 impl Default for SourceSettings {
     fn default() -> Self {
         Self {
@@ -289,11 +272,6 @@ impl Default for DatabaseSettings {
             url: "sqlite://isir.db".into(),
             max_connections: 5,
         }
-    }
-}
-impl Default for RedisSettings {
-    fn default() -> Self {
-        Self { url: None }
     }
 }
 impl Default for LeaseSettings {

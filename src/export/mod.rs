@@ -495,10 +495,10 @@ async fn copy_lines(
         let text = copy_text_value(bytes)?;
         row(&text)?;
         rows += 1;
-        if rows % CHUNK as u64 == 0 {
-            if let Some(b) = bar {
-                b.inc(CHUNK as u64);
-            }
+        if rows.is_multiple_of(CHUNK as u64)
+            && let Some(b) = bar
+        {
+            b.inc(CHUNK as u64);
         }
         Ok(())
     };
@@ -673,10 +673,10 @@ pub async fn export(store: &Store, opts: &ExportOptions) -> Result<Manifest, Exp
                 std::fs::remove_dir(out)?;
             }
             std::fs::rename(&staging, out)?;
-            if let Some(p) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
-                if let Ok(d) = std::fs::File::open(p) {
-                    let _ = d.sync_all();
-                }
+            if let Some(p) = out.parent().filter(|p| !p.as_os_str().is_empty())
+                && let Ok(d) = std::fs::File::open(p)
+            {
+                let _ = d.sync_all();
             }
             Ok(m)
         }
@@ -952,7 +952,7 @@ pub async fn run_nightly(
             .ok()
             .flatten()
             .and_then(|p| crate::phase::Phase::parse(&p));
-        if !phase.is_some_and(|p| p >= crate::phase::Phase::Project) {
+        if phase.is_none_or(|p| p < crate::phase::Phase::Project) {
             tracing::info!("nightly export skipped: the phase does not include project");
             continue;
         }

@@ -157,31 +157,31 @@ impl CaseDoc {
         let Some(d) = d else {
             return;
         };
-        if self.court_code.is_none() {
-            if let Some(o) = &d.origin {
-                self.court_code = Some(o.clone());
-                match crate::codes::court(o) {
-                    Some(c) => {
-                        self.court_short = Some(c.short.into());
-                        self.court_name = Some(c.name.into());
-                    }
-                    None => counts.unknown_other += 1,
+        if self.court_code.is_none()
+            && let Some(o) = &d.origin
+        {
+            self.court_code = Some(o.clone());
+            match crate::codes::court(o) {
+                Some(c) => {
+                    self.court_short = Some(c.short.into());
+                    self.court_name = Some(c.name.into());
                 }
+                None => counts.unknown_other += 1,
             }
         }
         if let Some(c) = &d.case {
-            if let Some(s) = &c.state {
-                if self.state.as_deref() != Some(s.as_str()) {
-                    if !KNOWN_STATES.contains(&s.as_str()) {
-                        counts.unknown_other += 1;
-                    }
-                    self.state = Some(s.clone());
-                    self.states.push(StateChange {
-                        action_id: a.id,
-                        state: s.clone(),
-                        published: a.published.clone(),
-                    });
+            if let Some(s) = &c.state
+                && self.state.as_deref() != Some(s.as_str())
+            {
+                if !KNOWN_STATES.contains(&s.as_str()) {
+                    counts.unknown_other += 1;
                 }
+                self.state = Some(s.clone());
+                self.states.push(StateChange {
+                    action_id: a.id,
+                    state: s.clone(),
+                    published: a.published.clone(),
+                });
             }
             if c.claims_deadline.is_some() {
                 self.claims_deadline = c.claims_deadline.clone();

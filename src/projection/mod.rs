@@ -668,11 +668,12 @@ fn spawn_reader(
         let by_case = matches!(w.walk, Walk::ByCase { .. });
         let mut reads = 0usize;
         while !w.finished {
-            if by_case && reads % READS_A_SNAPSHOT == 0 {
-                if let Err(e) = conn.commit().and_then(|_| conn.begin()) {
-                    let _ = tx.blocking_send(Err(crate::store::direct::to_sqlx(e).into()));
-                    return;
-                }
+            if by_case
+                && reads.is_multiple_of(READS_A_SNAPSHOT)
+                && let Err(e) = conn.commit().and_then(|_| conn.begin())
+            {
+                let _ = tx.blocking_send(Err(crate::store::direct::to_sqlx(e).into()));
+                return;
             }
             reads += 1;
             let read = match w.read_direct(conn.conn()) {
@@ -682,10 +683,10 @@ fn spawn_reader(
                     return;
                 }
             };
-            if let Some(b) = w.accept(read) {
-                if tx.blocking_send(Ok(b)).is_err() {
-                    return;
-                }
+            if let Some(b) = w.accept(read)
+                && tx.blocking_send(Ok(b)).is_err()
+            {
+                return;
             }
         }
     });

@@ -243,14 +243,14 @@ impl Builder for Parties {
         let mut person_keys: Vec<Key> = Vec::new();
         let mut erasing: Vec<String> = Vec::new();
         for r in recs {
-            if let Note::Parsed(d) = &r.detail {
-                if let Some(p) = &d.person {
-                    person_keys.push((
-                        r.action.case_number.clone(),
-                        d.origin.clone().unwrap_or_default(),
-                        p.id.clone(),
-                    ));
-                }
+            if let Note::Parsed(d) = &r.detail
+                && let Some(p) = &d.person
+            {
+                person_keys.push((
+                    r.action.case_number.clone(),
+                    d.origin.clone().unwrap_or_default(),
+                    p.id.clone(),
+                ));
             }
             if crate::privacy::is_erasure(&r.action.type_code, &r.detail) {
                 erasing.push(r.action.case_number.clone());

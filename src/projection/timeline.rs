@@ -233,10 +233,10 @@ impl Builder for Timeline {
                 .collect();
             for row in tx.texts(&sql, &binds).await? {
                 let f: Vec<&str> = row.rsplitn(4, '|').collect();
-                if let [first, number, section, case] = f[..] {
-                    if let (Ok(n), Ok(id)) = (number.parse(), first.parse()) {
-                        slots.insert((case.to_string(), section.to_string(), n), id);
-                    }
+                if let [first, number, section, case] = f[..]
+                    && let (Ok(n), Ok(id)) = (number.parse(), first.parse())
+                {
+                    slots.insert((case.to_string(), section.to_string(), n), id);
                 }
             }
         }

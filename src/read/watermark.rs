@@ -70,12 +70,11 @@ pub async fn meta(tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
 /// move forward, so a cached watermark still holds: every action up to it is applied.
 async fn cached_meta(state: &ReadState, tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
     let ttl = state.opts.meta_cache;
-    if !ttl.is_zero() {
-        if let Some((at, m)) = state.meta.lock().expect("meta cache").as_ref() {
-            if at.elapsed() < ttl {
-                return Ok(m.clone());
-            }
-        }
+    if !ttl.is_zero()
+        && let Some((at, m)) = state.meta.lock().expect("meta cache").as_ref()
+        && at.elapsed() < ttl
+    {
+        return Ok(m.clone());
     }
     let m = meta(tx).await?;
     if !ttl.is_zero() {

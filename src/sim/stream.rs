@@ -504,7 +504,7 @@ impl Generator {
             steps.push_back((Step::Erasure, 0));
             // Without a draw from the generator's RNG: the rest of the stream keeps
             // its shape.
-            if mix(self.seed ^ 0xEC40 ^ idx as u64) % 2 == 0 {
+            if mix(self.seed ^ 0xEC40 ^ idx as u64).is_multiple_of(2) {
                 steps.push_back((Step::DebtorEcho, 0));
             }
         }
@@ -521,7 +521,7 @@ impl Generator {
         let base = base_time() + Duration::seconds(ev.t as i64);
         // Publication can go backwards by weeks; creation is usually a little earlier,
         // sometimes later than publication.
-        let published = if h % 50 == 0 {
+        let published = if h.is_multiple_of(50) {
             base - Duration::days(7 + (h >> 8) as i64 % 35)
         } else {
             base
@@ -569,7 +569,7 @@ impl Generator {
                 match case.map(|c| c.track) {
                     Some(Track::Oddluzeni) => "6",
                     Some(Track::Reorganizace) => "7",
-                    Some(Track::Konkurs) if h % 3 == 0 => "410",
+                    Some(Track::Konkurs) if h.is_multiple_of(3) => "410",
                     _ => "5",
                 }
             }
@@ -592,7 +592,7 @@ impl Generator {
                     }
                     Step::DebtorEcho => {
                         let mut p = self.debtor(ev.case, &c, false, base);
-                        if h % 2 == 0 {
+                        if h.is_multiple_of(2) {
                             p.role = None;
                         }
                         p
@@ -626,7 +626,7 @@ impl Generator {
             Step::Rejected => {
                 detail.case = state("VYRIZENA");
                 section = Some(("B", 1));
-                if h % 2 == 0 { "72" } else { "73" }
+                if h.is_multiple_of(2) { "72" } else { "73" }
             }
             Step::Decision => {
                 let c = case.unwrap();
@@ -635,7 +635,7 @@ impl Generator {
                 let (st, code) = match c.track {
                     Track::Oddluzeni => ("ODDLUŽENÍ", "78"),
                     Track::Reorganizace => ("REORGANIZ", "77"),
-                    Track::Konkurs if h % 2 == 0 => ("KONKURS", "76"),
+                    Track::Konkurs if h.is_multiple_of(2) => ("KONKURS", "76"),
                     _ => ("ÚPADEK", "75"),
                 };
                 detail.case = Some(CaseBlock {
@@ -674,7 +674,7 @@ impl Generator {
             }
             Step::Info => {
                 doc = false;
-                note = h % 2 == 0;
+                note = h.is_multiple_of(2);
                 "371"
             }
             Step::Correction => {
@@ -693,7 +693,7 @@ impl Generator {
                 section = Some(("B", 5));
                 match case.unwrap().track {
                     Track::Reorganizace => "99",
-                    _ if h % 2 == 0 => "174",
+                    _ if h.is_multiple_of(2) => "174",
                     _ => "172",
                 }
             }
@@ -867,7 +867,7 @@ impl Generator {
             }
             return p;
         }
-        let female = h % 2 == 0;
+        let female = h.is_multiple_of(2);
         let (first, sur) = if female {
             (pick(h >> 5, FEMALE_FIRST), pick(h >> 13, FEMALE_SUR))
         } else {
@@ -893,14 +893,14 @@ impl Generator {
             addrs.push(Self::address(mix(h ^ 7), true, at));
         }
         // A quarter are entrepreneurs: an IČO, and a DIČ that is `CZ` + the birth number.
-        let trader = (h >> 45) % 4 == 0;
+        let trader = (h >> 45).is_multiple_of(4);
         Person {
             id,
             role: Some("DLUŽNÍK".into()),
             name: Some(sur.into()),
             kind: Some(if trader { "PODNIKATEL" } else { "F" }.into()),
             first_name: Some(first.into()),
-            title_before: (h % 11 == 0).then(|| "Ing.".into()),
+            title_before: h.is_multiple_of(11).then(|| "Ing.".into()),
             ico: trader.then(|| ico_from(h >> 9)),
             dic: trader.then(|| format!("CZ{}", rc.replace('/', ""))),
             birth_number: Some(rc),
@@ -919,7 +919,7 @@ impl Generator {
             form
         );
         // Names come from filings: now and then one a spreadsheet would run.
-        if (h >> 50) % 60 == 0 {
+        if (h >> 50).is_multiple_of(60) {
             name = format!("=HYPERLINK(\"http://127.0.0.1/\";\"Zaplatit\") {form}");
         }
         let ico = ico_from(h >> 20);
@@ -936,7 +936,7 @@ impl Generator {
             kind: Some("P".into()),
             legal_form: Some(form.into()),
             ico: Some(ico.clone()),
-            dic: (h % 3 == 0).then(|| format!("CZ{ico}")),
+            dic: h.is_multiple_of(3).then(|| format!("CZ{ico}")),
             addresses: vec![Self::address(h, false, at)],
             ..Default::default()
         }
@@ -944,7 +944,7 @@ impl Generator {
 
     fn administrator(&self, admin: u16, at: DateTime<Utc>) -> Person {
         let h = mix(self.seed ^ 0xAD ^ ((admin as u64) << 20));
-        let female = h % 2 == 0;
+        let female = h.is_multiple_of(2);
         let (first, sur) = if female {
             (pick(h >> 5, FEMALE_FIRST), pick(h >> 13, FEMALE_SUR))
         } else {

@@ -128,10 +128,10 @@ impl SourceClient {
         mut resp: reqwest::Response,
     ) -> Result<Vec<u8>, SourceError> {
         let limit = self.opts.max_body_bytes;
-        if let Some(len) = resp.content_length() {
-            if len as usize > limit {
-                return Err(too_large(op, limit));
-            }
+        if let Some(len) = resp.content_length()
+            && len as usize > limit
+        {
+            return Err(too_large(op, limit));
         }
         let mut buf = Vec::with_capacity(
             resp.content_length().unwrap_or(64 * 1024).min(limit as u64) as usize,

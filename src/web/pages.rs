@@ -191,20 +191,18 @@ pub async fn search(
         );
     }
     o.push_str("</table>");
-    if more {
-        if let Some(l) = rows.last() {
-            let cur = privacy.seal(&[
-                s(l, "case_number").to_string(),
-                s(l, "court").to_string(),
-                s(l, "person_id").to_string(),
-            ]);
-            let _ = write!(
-                o,
-                "<p><a id=\"more\" href=\"/search?q={}&amp;after={}\">more</a></p>",
-                url_escape(&text),
-                url_escape(&cur)
-            );
-        }
+    if more && let Some(l) = rows.last() {
+        let cur = privacy.seal(&[
+            s(l, "case_number").to_string(),
+            s(l, "court").to_string(),
+            s(l, "person_id").to_string(),
+        ]);
+        let _ = write!(
+            o,
+            "<p><a id=\"more\" href=\"/search?q={}&amp;after={}\">more</a></p>",
+            url_escape(&text),
+            url_escape(&cur)
+        );
     }
     let _ = write!(o, "<p class=\"muted\">As of action {}.</p>", wm.action_id);
     page(StatusCode::OK, &format!("isir: {text}"), &o)
