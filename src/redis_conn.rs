@@ -3,6 +3,17 @@
 //!
 //! Owns the connection only; a failure drops it so the next call reconnects. It never
 //! retries a command by itself: callers decide what a Redis outage means.
+//!
+//! Why not `redis::aio::ConnectionManager` (read in redis 0.27.6, the version we use):
+//! - it connects when it is made (`new_with_config` awaits the first connection), while
+//!   a process here must start, serve and report while Redis is down, connecting on
+//!   first use;
+//! - it replaces the connection only after an "unrecoverable" error (reset, refused,
+//!   broken pipe, EOF); a response timeout is `RetryImmediately`, so a paused or
+//!   partitioned Redis leaves it sending every later command down the hung connection,
+//!   each waiting out its timeout, while this drops the connection after any error;
+//! - its reconnection retries with exponential backoff inside the caller's command,
+//!   so a lease attempt could wait through the backoff, and the lease must never wait.
 
 use std::time::Duration;
 

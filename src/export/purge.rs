@@ -117,7 +117,7 @@ fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u6
         let mut rd = csv::ReaderBuilder::new()
             .has_headers(true)
             .from_reader(input);
-        let headers = rd.headers().map_err(super::csv_err)?.clone();
+        let headers = rd.headers().map_err(super::table::csv_err)?.clone();
         let col = |n: &str| {
             headers
                 .iter()
@@ -131,7 +131,7 @@ fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u6
         } else {
             std::fs::File::create(&tmp)?
         };
-        let mut sink = super::Hashing {
+        let mut sink = super::table::Hashing {
             inner: std::io::BufWriter::new(file),
             sha: Sha256::new(),
             bytes: 0,
@@ -178,10 +178,10 @@ fn filter<R: Read, W: Write>(
     role_at: usize,
 ) -> Result<(W, u64, u64), ExportError> {
     let mut w = csv::Writer::from_writer(out);
-    w.write_record(headers).map_err(super::csv_err)?;
+    w.write_record(headers).map_err(super::table::csv_err)?;
     let (mut kept, mut gone) = (0u64, 0u64);
     for r in rd.records() {
-        let r = r.map_err(super::csv_err)?;
+        let r = r.map_err(super::table::csv_err)?;
         if erased_row(
             set,
             r.get(case_at).unwrap_or(""),
@@ -189,7 +189,7 @@ fn filter<R: Read, W: Write>(
         ) {
             gone += 1;
         } else {
-            w.write_record(&r).map_err(super::csv_err)?;
+            w.write_record(&r).map_err(super::table::csv_err)?;
             kept += 1;
         }
     }

@@ -6,6 +6,8 @@
 //! ground truth it exposes (in process, or as JSON under `/_sim/`).
 
 pub mod faults;
+mod names;
+mod render;
 pub mod server;
 pub mod stream;
 

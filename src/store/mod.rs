@@ -6,6 +6,41 @@
 //! write is refused unless it follows the checkpoint it states and carries an epoch no
 //! lower than the highest seen. It never talks to the source or to Redis.
 
+// The statement helpers every file of the store uses.
+/// Runs the same body on whichever pool this is.
+macro_rules! both {
+    ($self:expr, |$pool:ident| $body:expr) => {
+        match $self {
+            Store::Sqlite($pool) => $body,
+            Store::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// Runs `body` in a write transaction: `$tx` is the transaction, `$lock` the suffix that
+/// locks selected rows, `Db` the database type. The body commits.
+macro_rules! write_tx {
+    ($self:expr, |$tx:ident, $lock:ident| $body:block) => {
+        match $self {
+            Store::Sqlite(pool) => {
+                #[allow(dead_code)]
+                type Db = sqlx::Sqlite;
+                let mut $tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+                let $lock = "";
+                $body
+            }
+            Store::Postgres(pool) => {
+                #[allow(dead_code)]
+                type Db = sqlx::Postgres;
+                let mut $tx = pool.begin().await?;
+                let $lock = " FOR UPDATE";
+                $body
+            }
+        }
+    };
+}
+
+mod coord;
 mod db;
 pub mod direct;
 pub use db::*;

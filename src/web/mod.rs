@@ -4,7 +4,8 @@
 //! Owns HTML only. The status page reads `status::collect` (read only); the search and
 //! case pages read the projections through `read::queries`, the same queries as the
 //! API, with the same phase gate and the same masking of personal data. No route here
-//! writes, and no page needs JavaScript.
+//! writes, and no page needs JavaScript. It stands on [`crate::read`] and never imports
+//! `api`; [`crate::http`] mounts both.
 
 mod html;
 mod pages;

@@ -1,5 +1,5 @@
 //! The search page and the case page, rendered from the same projection queries as the
-//! API (`api::queries`), behind the same phase gate, rate limit and masking: birth
+//! API (`read::queries`), behind the same phase gate, rate limit and masking: birth
 //! numbers and dates only for a key with the `pii` scope, erased debtors never shown.
 
 use std::collections::HashMap;
