@@ -63,7 +63,7 @@ fn presented(req: &Request) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
-/// Every routed request: identity and rate limit ([`admit`]), then one log line and the
+/// Every routed request: identity and rate limit (`admit`), then one log line and the
 /// request metrics with the route's template (never its values: a path or query can
 /// hold a birth number).
 pub async fn guard(State(state): State<Guard>, req: Request, next: Next) -> Response {

@@ -14,7 +14,7 @@ use rand::{Rng, SeedableRng};
 
 use super::names::*;
 
-/// What an action of a case does. Rendering turns it into an [`Action`].
+/// What an action of a case does. Rendering turns it into an [`Action`](crate::source::Action).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Step {

@@ -185,8 +185,8 @@ impl Drop for Conn {
     }
 }
 
-/// Runs one of the store's action SELECTs ([`super::ACTIONS_AFTER`],
-/// [`super::ACTIONS_BY_CASE`]) on `c`.
+/// Runs one of the store's action SELECTs (`ACTIONS_AFTER`,
+/// `ACTIONS_BY_CASE`) on `c`.
 pub fn actions(
     c: &Connection,
     sql: &str,

@@ -1,0 +1,169 @@
+//! The layout keeps the story ARCHITECTURE.md tells: every module is in its codemap and
+//! every file it names exists, every module says what it owns in a `//!` header, files
+//! stay short unless the codemap says why, and imports go only the ways the codemap
+//! allows (the API never imports the source client, `api` and `web` never import each
+//! other, the read side imports neither, the settings import no feature).
+
+use std::path::{Path, PathBuf};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(sources(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+fn rel(p: &Path) -> String {
+    p.strip_prefix(root().join("src"))
+        .unwrap()
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn architecture() -> String {
+    std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap()
+}
+
+/// The codemap section of ARCHITECTURE.md.
+fn codemap() -> String {
+    let a = architecture();
+    let start = a.find("## Codemap").unwrap();
+    let end = a[start..].find("\n## A tick").map(|e| start + e).unwrap();
+    a[start..end].to_string()
+}
+
+#[test]
+fn the_codemap_names_every_module_and_only_real_ones() {
+    let map = codemap();
+    for p in sources(&root().join("src")) {
+        let r = rel(&p);
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let named = match r.split_once('/') {
+            // A file in a folder: the folder's entry names the file (or, for `mod.rs`,
+            // the folder itself).
+            Some((dir, _)) => {
+                map.contains(&format!("`{dir}/`"))
+                    && (name == "mod.rs" || map.contains(&format!("`{name}`")))
+            }
+            None => map.contains(&format!("`{name}`")) || map.contains(&format!("`src/{name}`")),
+        };
+        assert!(named, "{r} is not in ARCHITECTURE.md's codemap");
+    }
+    // Every `x.rs` or `dir/` the codemap names exists.
+    for (i, _) in map.match_indices('`') {
+        let rest = &map[i + 1..];
+        let Some(end) = rest.find('`') else { break };
+        let t = &rest[..end];
+        let is_path = t
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || "_/.".contains(c));
+        if is_path && t.ends_with(".rs") && !t.contains('/') {
+            let found = sources(&root().join("src"))
+                .iter()
+                .any(|p| p.file_name().unwrap().to_string_lossy() == t);
+            assert!(found, "the codemap names a missing {t}");
+        } else if is_path && t.ends_with('/') && !t.contains('.') && t.len() > 1 {
+            let dir = t.trim_end_matches('/');
+            let exists = root().join("src").join(dir).is_dir() || root().join(dir).is_dir();
+            assert!(exists, "the codemap names a missing folder {t}");
+        }
+    }
+}
+
+#[test]
+fn every_module_opens_with_what_it_owns_and_stays_short() {
+    let map = codemap();
+    for p in sources(&root().join("src")) {
+        let r = rel(&p);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(
+            text.starts_with("//!"),
+            "{r} does not open with a //! header"
+        );
+        // Lines of code, without the unit tests at the end.
+        let code = text
+            .find("#[cfg(test)]\nmod tests")
+            .map_or(text.as_str(), |i| &text[..i]);
+        let lines = code.lines().count();
+        if lines > 520 {
+            assert!(
+                map.contains(&format!("`{}`", p.file_name().unwrap().to_string_lossy()))
+                    && map.contains("kept in one file"),
+                "{r} has {lines} lines of code and ARCHITECTURE.md does not say why"
+            );
+        }
+    }
+}
+
+/// `use`s and paths of a folder that must not appear.
+fn never_imports(folder: &str, forbidden: &[&str]) {
+    for p in sources(&root().join("src").join(folder)) {
+        // Code only: a doc comment may name the module that mounts this one.
+        let text: String = std::fs::read_to_string(&p)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("//"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for f in forbidden {
+            assert!(
+                !text.contains(f),
+                "{} imports {f}, against ARCHITECTURE.md",
+                rel(&p)
+            );
+        }
+    }
+}
+
+#[test]
+fn imports_go_only_the_ways_the_codemap_allows() {
+    never_imports(
+        "api",
+        &[
+            "crate::source",
+            "crate::web",
+            "crate::http",
+            "crate::poller",
+        ],
+    );
+    never_imports(
+        "web",
+        &[
+            "crate::source",
+            "crate::api",
+            "crate::http",
+            "crate::poller",
+        ],
+    );
+    never_imports(
+        "read",
+        &["crate::source", "crate::api", "crate::web", "crate::http"],
+    );
+    never_imports(
+        "config",
+        &[
+            "crate::export",
+            "crate::api",
+            "crate::web",
+            "crate::poller",
+            "crate::projection",
+        ],
+    );
+    never_imports("projection", &["crate::api", "crate::web", "crate::http"]);
+    never_imports(
+        "store",
+        &["crate::poller", "crate::api", "crate::projection"],
+    );
+    never_imports("source", &["crate::store", "crate::poller"]);
+}
