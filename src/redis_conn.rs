@@ -4,16 +4,15 @@
 //! Owns the connection only; a failure drops it so the next call reconnects. It never
 //! retries a command by itself: callers decide what a Redis outage means.
 //!
-//! Why not `redis::aio::ConnectionManager` (read in redis 0.27.6, the version we use):
-//! - it connects when it is made (`new_with_config` awaits the first connection), while
-//!   a process here must start, serve and report while Redis is down, connecting on
-//!   first use;
-//! - it replaces the connection only after an "unrecoverable" error (reset, refused,
-//!   broken pipe, EOF); a response timeout is `RetryImmediately`, so a paused or
-//!   partitioned Redis leaves it sending every later command down the hung connection,
+//! Why not `redis::aio::ConnectionManager` (read in redis 1.8.1, the version we use; it
+//! can now connect lazily, which was a third reason with 0.27):
+//! - it replaces its connection only after an error it deems unrecoverable (a dropped,
+//!   reset or refused connection); a response timeout is an I/O `TimedOut`, which it
+//!   retries on the same connection (`RetryMethod::RetryImmediately`), so a paused or
+//!   partitioned Redis leaves every later command going down the hung connection and
 //!   each waiting out its timeout, while this drops the connection after any error;
-//! - its reconnection retries with exponential backoff inside the caller's command,
-//!   so a lease attempt could wait through the backoff, and the lease must never wait.
+//! - its reconnection retries with exponential backoff, and a command waits for it, so a
+//!   lease attempt could wait through the backoff; the lease must never wait.
 
 use std::time::Duration;
 
@@ -42,8 +41,8 @@ impl RedisConn {
             return Ok(c.clone());
         }
         let cfg = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(self.timeout)
-            .set_response_timeout(self.timeout);
+            .set_connection_timeout(Some(self.timeout))
+            .set_response_timeout(Some(self.timeout));
         let c = self
             .client
             .get_multiplexed_async_connection_with_config(&cfg)

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use std::io::IsTerminal;
+
 use clap::Args;
 
 use super::{Exit, Output};
@@ -58,7 +60,7 @@ pub async fn run(settings: &Settings, store: &Store, a: ExportArgs) -> anyhow::R
             include_pii: a.include_pii,
             formula_guard: !a.no_formula_guard && settings.export.formula_guard,
             previous_watermark,
-            progress: !a.output.json,
+            progress: !a.output.json && std::io::stderr().is_terminal(),
         },
     )
     .await?;

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use std::io::IsTerminal;
+
 use clap::Subcommand;
 
 use super::{Exit, Output};
@@ -60,7 +62,7 @@ pub async fn run(app: &App, cmd: SnapshotCmd) -> anyhow::Result<Exit> {
                 &out,
                 after,
                 chunk,
-                !out_format.json,
+                !out_format.json && std::io::stderr().is_terminal(),
                 include_pii,
             )
             .await?;
@@ -83,7 +85,7 @@ pub async fn run(app: &App, cmd: SnapshotCmd) -> anyhow::Result<Exit> {
         } => {
             let started = std::time::Instant::now();
             let r =
-                crate::snapshot::restore(&app.store, &app.lease, &dir, append, !out.json).await?;
+                crate::snapshot::restore(&app.store, &app.lease, &dir, append, !out.json && std::io::stderr().is_terminal()).await?;
             let secs = started.elapsed().as_secs_f64();
             tracing::info!(actions = r.actions, epoch = r.epoch, "snapshot restored");
             if !out.json {

@@ -66,7 +66,7 @@ pub(super) async fn copy_lines(
     tx: &mut Tx,
     select: &str,
     mut row: impl FnMut(&str) -> Result<(), ExportError>,
-    bar: &Option<indicatif::ProgressBar>,
+    bar: &Option<crate::logging::Bar>,
 ) -> Result<u64, ExportError> {
     use futures::TryStreamExt;
     let mut stream = copy_out(tx, select, "").await?;
@@ -147,7 +147,7 @@ pub(super) async fn copy_table(
     tx: &mut Tx,
     select: &str,
     w: &mut (dyn Write + Send),
-    bar: &Option<indicatif::ProgressBar>,
+    bar: &Option<crate::logging::Bar>,
 ) -> Result<u64, ExportError> {
     use futures::TryStreamExt;
     let mut stream = copy_out(tx, select, " WITH (FORMAT csv)").await?;

@@ -209,14 +209,11 @@ async fn write_all(
             }
             .unwrap_or(0);
         }
-        let b = indicatif::ProgressBar::new(total.max(0) as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "export {msg} {wide_bar} {pos}/{len} rows {per_sec} ETA {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(b)
+        crate::logging::Bar::new(
+            true,
+            total.max(0) as u64,
+            "export {msg} {wide_bar} {pos}/{len} rows {per_sec} ETA {eta}",
+        )
     } else {
         None
     };
@@ -253,9 +250,7 @@ async fn write_all(
         )
         .await?;
     tx.commit().await?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    drop(bar);
     let m = Manifest {
         format: FORMAT.into(),
         program: "isir".into(),

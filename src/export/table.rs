@@ -103,7 +103,7 @@ pub(super) async fn write_table(
     opts: &ExportOptions,
     privacy: &Privacy,
     w: &mut (dyn Write + Send),
-    bar: &Option<indicatif::ProgressBar>,
+    bar: &Option<crate::logging::Bar>,
 ) -> Result<u64, ExportError> {
     let cols = table.columns();
     let mut csv = csv::WriterBuilder::new().from_writer(&mut *w);

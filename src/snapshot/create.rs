@@ -79,14 +79,11 @@ pub(super) async fn create_in(
             )
             .await?
             .unwrap_or(0);
-        let b = indicatif::ProgressBar::new(total as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "snapshot {wide_bar} {pos}/{len} actions {per_sec} ETA {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        Some(b)
+        crate::logging::Bar::new(
+            true,
+            total as u64,
+            "snapshot {wide_bar} {pos}/{len} actions {per_sec} ETA {eta}",
+        )
     } else {
         None
     };
@@ -190,9 +187,7 @@ pub(super) async fn create_in(
         chunks.push(c);
     }
     tx.commit().await?;
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    drop(bar);
     let m = SnapshotManifest {
         format: FORMAT.into(),
         format_version: FORMAT_VERSION,

@@ -127,16 +127,11 @@ pub(super) async fn load(
     progress: bool,
 ) -> Result<Restored, SnapshotError> {
     let refuse = |s: String| SnapshotError::Refused(s);
-    let bar = progress.then(|| {
-        let b = indicatif::ProgressBar::new(m.actions as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "restore {wide_bar} {pos}/{len} actions {per_sec} ETA {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+    let bar = crate::logging::Bar::new(
+        progress,
+        m.actions as u64,
+        "restore {wide_bar} {pos}/{len} actions {per_sec} ETA {eta}",
+    );
     let mut tx = Tx::begin_direct(store).await?;
     // Fencing: a newer writer's epoch refuses this one.
     let current = tx
@@ -251,9 +246,7 @@ pub(super) async fn load(
             .await
             .map_err(|e| SnapshotError::Other(format!("building the actions index: {e}")))?;
     }
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
+    drop(bar);
     Ok(Restored {
         actions: loaded,
         skipped,
