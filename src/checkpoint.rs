@@ -19,8 +19,9 @@
 //!
 //! The rules ([`admit`], [`follows`]) are pure and run inside the store's transaction;
 //! the store calls them and nothing else decides a move. The poller reads the
-//! checkpoint it expects at each tick and passes it; the CLI's `checkpoint` commands go
-//! through [`get`] and [`set_by_hand`].
+//! checkpoint it expects at each tick, asks the register after it ([`resume_after`])
+//! and states it with every write; the CLI's `checkpoint` commands go through [`get`]
+//! and [`set_by_hand`].
 
 use crate::lease::{Acquire, Lease};
 use crate::store::{Store, StoreError};
@@ -93,6 +94,12 @@ pub fn follows(
         prev = id;
     }
     Ok(())
+}
+
+/// The ID polling asks after: the checkpoint, or `poll.start_id` before the first
+/// action is stored (the register answers the actions with a greater ID).
+pub fn resume_after(checkpoint: Option<i64>, start_id: i64) -> i64 {
+    checkpoint.unwrap_or(start_id)
 }
 
 /// A checkpoint for people: the ID, or `none` before the first action.
@@ -186,5 +193,7 @@ mod tests {
             Err(Refusal::OutOfOrder(_))
         ));
         assert_eq!(show(None), "none");
+        assert_eq!(resume_after(None, -1), -1);
+        assert_eq!(resume_after(Some(79_500_000), -1), 79_500_000);
     }
 }

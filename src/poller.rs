@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
 
+use crate::checkpoint;
 use crate::lease::{Acquire, Grant, Lease};
 use crate::phase::Phase;
 use crate::source::{GateError, Page, SourceClient, SourceError};
@@ -327,6 +328,7 @@ impl Poller {
                 };
             }
         };
+        // The checkpoint this tick expects: every write states it (compare-and-set).
         let mut checkpoint = state.checkpoint;
         t.checkpoint = checkpoint;
         let mut head = state.head_id;
@@ -383,7 +385,7 @@ impl Poller {
                     reason: "lease renewal failed".into(),
                 };
             }
-            let after = checkpoint.unwrap_or(self.opts.start_id);
+            let after = checkpoint::resume_after(checkpoint, self.opts.start_id);
             let page = match self.fetch(after, t, &keeper, shutdown).await {
                 Ok(p) => p,
                 Err(o) => return o,

@@ -84,8 +84,14 @@ pub async fn run(app: &App, cmd: SnapshotCmd) -> anyhow::Result<Exit> {
             out,
         } => {
             let started = std::time::Instant::now();
-            let r =
-                crate::snapshot::restore(&app.store, &app.lease, &dir, append, !out.json && std::io::stderr().is_terminal()).await?;
+            let r = crate::snapshot::restore(
+                &app.store,
+                &app.lease,
+                &dir,
+                append,
+                !out.json && std::io::stderr().is_terminal(),
+            )
+            .await?;
             let secs = started.elapsed().as_secs_f64();
             tracing::info!(actions = r.actions, epoch = r.epoch, "snapshot restored");
             if !out.json {
