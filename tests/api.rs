@@ -870,3 +870,248 @@ async fn openapi_describes_every_route() {
         }
     }
 }
+
+/// Bulk lookups, list parameters and the feed's new filters, against the simulator's
+/// truth: the debtors it generated (with their IČOs and birth numbers) and the actions
+/// it published.
+async fn lookups_and_lists(b: Backend) {
+    use sha2::Digest;
+    use std::collections::{BTreeMap, HashSet};
+    let (sim, app, _api, _g, _db) = served(b).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let hash = |k: &str| hex::encode(sha2::Sha256::digest(k.as_bytes()));
+    let api = start_with(
+        app.store.clone(),
+        isir::read::ReadOptions {
+            rate_per_second: 10_000,
+            burst: 10_000,
+            keys: vec![isir::config::ApiKey {
+                name: "analyst".into(),
+                sha256: hash("secret-analyst"),
+                scopes: vec!["pii".into()],
+            }],
+            ..Default::default()
+        },
+    )
+    .await;
+    let post = |body: Value, key: Option<&'static str>| {
+        let mut r = api
+            .http
+            .post(format!("{}/v1/subjects/lookup", api.base))
+            .json(&body);
+        if let Some(k) = key {
+            r = r.header("X-API-Key", k);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            let s = r.status().as_u16();
+            (s, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    // The truth: each debtor IČO and birth number with its cases (not erased ones),
+    // where an action of the case has published the debtor (its note names the person).
+    let truth = sim.truth_all();
+    let mut notes: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for x in &truth {
+        if let Some(n) = &x.note {
+            notes.entry(x.case_number.as_str()).or_default().push(n);
+        }
+    }
+    let published = |case: &str, id: &str| {
+        notes
+            .get(case)
+            .is_some_and(|ns| ns.iter().any(|n| n.contains(id)))
+    };
+    let mut by_ico: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut by_rc: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for d in sim
+        .truth_debtors()
+        .into_iter()
+        .filter(|d| !d.erased && published(&d.case_number, d.person.id.trim()))
+    {
+        if let Some(i) = &d.person.ico {
+            by_ico
+                .entry(i.clone())
+                .or_default()
+                .insert(d.case_number.clone());
+        }
+        if let Some(rc) = &d.person.birth_number {
+            by_rc
+                .entry(rc.clone())
+                .or_default()
+                .insert(d.case_number.clone());
+        }
+    }
+    assert!(by_ico.len() >= 50, "the fixture has company debtors");
+    let known: Vec<String> = by_ico.keys().take(300).cloned().collect();
+    let unknown = ["99999901", "99999902"];
+    let mut asked: Vec<String> = known.clone();
+    asked.insert(3, unknown[0].to_string());
+    asked.push(unknown[1].to_string());
+    asked.push(known[0].clone()); // a repeat answers once
+    let (s, body) = post(serde_json::json!({ "ico": asked }), None).await;
+    assert_eq!(s, 200, "{body}");
+    let results = body["results"].as_array().unwrap();
+    assert_eq!(results.len(), known.len() + unknown.len());
+    assert_eq!(results[3]["value"], unknown[0], "in the order given");
+    assert!(body["watermark"]["action_id"].is_i64());
+    for r in results {
+        let v = r["value"].as_str().unwrap();
+        let subjects = r["subjects"].as_array().unwrap();
+        match by_ico.get(v) {
+            None => {
+                assert_eq!(r["found"], false, "{v}");
+                assert!(subjects.is_empty());
+            }
+            Some(cases) => {
+                assert_eq!(r["found"], true, "{v}");
+                let got: BTreeSet<String> = subjects
+                    .iter()
+                    .filter(|p| p["role"] == "DLUŽNÍK")
+                    .map(|p| p["case_number"].as_str().unwrap().to_string())
+                    .collect();
+                assert_eq!(&got, cases, "debtor cases of IČO {v}");
+                for p in subjects {
+                    assert!(
+                        p["person_id"].as_str().unwrap().starts_with("p_"),
+                        "masked without the pii scope: {p}"
+                    );
+                }
+            }
+        }
+    }
+    // Birth numbers: only with the scope, and then answered from the truth.
+    let rcs: Vec<String> = by_rc.keys().take(20).cloned().collect();
+    let (s, _) = post(serde_json::json!({ "rc": rcs }), None).await;
+    assert_eq!(s, 403);
+    let (s, body) = post(serde_json::json!({ "rc": rcs }), Some("secret-analyst")).await;
+    assert_eq!(s, 200, "{body}");
+    for r in body["results"].as_array().unwrap() {
+        let got: BTreeSet<String> = r["subjects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["role"] == "DLUŽNÍK")
+            .map(|p| p["case_number"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(&got, &by_rc[r["value"].as_str().unwrap()]);
+    }
+    // Bad lookups are refused whole, naming the key.
+    let (s, body) = post(serde_json::json!({ "ico": ["12345678", "12ab"] }), None).await;
+    assert_eq!(s, 400);
+    assert!(
+        body["detail"].as_str().unwrap().contains("ico[1]"),
+        "{body}"
+    );
+    let many: Vec<String> = (0..1001)
+        .map(|i| format!("{:08}", 10_000_000 + i))
+        .collect();
+    assert_eq!(post(serde_json::json!({ "ico": many }), None).await.0, 400);
+    let most: Vec<String> = (0..1000)
+        .map(|i| format!("{:08}", 10_000_000 + i))
+        .collect();
+    assert_eq!(
+        post(serde_json::json!({ "ico": most }), None).await.0,
+        200,
+        "the largest lookup fits the body limit"
+    );
+    assert_eq!(post(serde_json::json!({}), None).await.0, 400);
+    assert_eq!(
+        post(serde_json::json!({ "ico": [], "x": 1 }), None).await.0,
+        400
+    );
+
+    // Repeated IČOs on /v1/subjects: the union, paged to the end.
+    let (a, b2) = (&known[0], &known[1]);
+    let walked = walk(
+        &api,
+        &format!("/v1/subjects?ico={a}&ico={b2}&limit=2"),
+        "subjects",
+    )
+    .await;
+    let got: BTreeSet<(String, String)> = walked
+        .iter()
+        .filter(|p| p["role"] == "DLUŽNÍK")
+        .map(|p| {
+            (
+                p["ico"].as_str().unwrap().to_string(),
+                p["case_number"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let want: BTreeSet<(String, String)> = [a, b2]
+        .iter()
+        .flat_map(|i| by_ico[*i].iter().map(|c| (i.to_string(), c.clone())))
+        .collect();
+    assert_eq!(got, want);
+    let walked = walk(
+        &api,
+        &format!("/v1/cases?debtor_ico={a}&debtor_ico={b2}&limit=1"),
+        "cases",
+    )
+    .await;
+    let got: BTreeSet<String> = walked
+        .iter()
+        .map(|c| c["case_number"].as_str().unwrap().to_string())
+        .collect();
+    let want: BTreeSet<String> = by_ico[a].union(&by_ico[b2]).cloned().collect();
+    assert_eq!(got, want);
+    // A single-valued parameter given twice is refused, named.
+    let (s, _, body) = api.get("/v1/cases?court=KSPH&court=KSBR").await;
+    assert_eq!(s, 400);
+    assert!(body["detail"].as_str().unwrap().contains("court"), "{body}");
+
+    // The feed by IČO, type list and publication dates, against the published actions.
+    let cases_of: HashSet<&String> = by_ico[a].iter().chain(by_ico[b2].iter()).collect();
+    let mut types: Vec<&str> = truth
+        .iter()
+        .filter(|x| cases_of.contains(&x.case_number))
+        .map(|x| x.type_code.as_str())
+        .collect();
+    types.sort();
+    types.dedup();
+    // Every type but one, so that the type list filters something out.
+    assert!(types.len() >= 2, "{types:?}");
+    let types = &types[..types.len() - 1];
+    let candidates: Vec<&isir::source::Action> = truth
+        .iter()
+        .filter(|x| cases_of.contains(&x.case_number) && types.contains(&x.type_code.as_str()))
+        .collect();
+    let mut days: Vec<&str> = candidates.iter().map(|x| &x.published[..10]).collect();
+    days.sort();
+    days.dedup();
+    assert!(days.len() >= 3, "{days:?}");
+    // Both bounds are days with matching actions, and days outside them have some too.
+    let (from, to) = (days[1], days[days.len() - 2]);
+    let want: Vec<i64> = candidates
+        .iter()
+        .filter(|x| &x.published[..10] >= from && &x.published[..10] <= to)
+        .map(|x| x.id)
+        .collect();
+    assert!(want.len() < candidates.len());
+    let qs: Vec<String> = types.iter().map(|t| format!("type={t}")).collect();
+    let walked = walk(
+        &api,
+        &format!(
+            "/v1/events?ico={a}&ico={b2}&{}&published_from={from}&published_to={to}&limit=3",
+            qs.join("&")
+        ),
+        "events",
+    )
+    .await;
+    let got: Vec<i64> = walked
+        .iter()
+        .map(|e| e["action_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(got, want, "in ID order, exactly the matching actions");
+}
+
+#[tokio::test]
+async fn lookups_and_lists_sqlite() {
+    lookups_and_lists(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn lookups_and_lists_postgres() {
+    lookups_and_lists(Backend::Postgres).await;
+}

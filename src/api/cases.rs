@@ -4,16 +4,14 @@
 //! Reads the `cases` and `timeline` projections through the read side's snapshot;
 //! never reads `actions`, never writes.
 
-use std::collections::HashMap;
-
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
 use super::format::{format_of, respond_list, respond_text};
 use super::pagination::{decode_cursor, docs, encode_cursor, limit, page, query_except, view};
-use super::params::{CaseListParams, NoParams, PageParams, court_param, date_param, only};
+use super::params::{CaseListParams, NoParams, PageParams, Params, court_param, date_param, only};
 use crate::projection::columns;
 use crate::projection::sql::Val;
 use crate::read::params::{case_number, search_key, url_escape};
@@ -33,11 +31,11 @@ use crate::read::{Caller, Problem, ReadState, queries, watermark};
 pub(crate) async fn case(
     State(state): State<ReadState>,
     Path((year, number)): Path<(String, String)>,
-    Query(q): Query<HashMap<String, String>>,
+    q: Params,
     headers: HeaderMap,
     caller: Option<axum::Extension<Caller>>,
 ) -> Result<Response, Problem> {
-    only::<NoParams>(&q)?;
+    only::<NoParams>(&q, &[])?;
     let pii = caller.is_some_and(|c| c.pii);
     let cn = case_number(&year, &number)?;
     let (mut tx, wm) = watermark::open_single(&state).await?;
@@ -83,10 +81,10 @@ pub(crate) async fn case(
 pub(crate) async fn case_events(
     State(state): State<ReadState>,
     Path((year, number)): Path<(String, String)>,
-    Query(q): Query<HashMap<String, String>>,
+    q: Params,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only::<PageParams>(&q)?;
+    only::<PageParams>(&q, &[])?;
     let format = format_of(&q, &headers)?;
     let cn = case_number(&year, &number)?;
     let limit = limit(&state, &q)?;
@@ -152,11 +150,11 @@ pub(crate) async fn case_events(
     ))]
 pub(crate) async fn case_list(
     State(state): State<ReadState>,
-    Query(q): Query<HashMap<String, String>>,
+    q: Params,
     headers: HeaderMap,
     caller: Option<axum::Extension<Caller>>,
 ) -> Result<Response, Problem> {
-    only::<CaseListParams>(&q)?;
+    only::<CaseListParams>(&q, &["debtor_ico"])?;
     let pii = caller.is_some_and(|c| c.pii);
     if q.contains_key("debtor_rc") && !pii {
         return Err(Problem::needs_pii("a filter by birth number (debtor_rc)"));
@@ -199,15 +197,25 @@ pub(crate) async fn case_list(
             "case_number IN (SELECT case_number FROM parties WHERE role = 'DLUŽNÍK' AND {col} = ?)"
         )
     };
-    for (param, kind) in [
-        ("debtor_ico", "ico"),
-        ("debtor_rc", "rc"),
-        ("debtor_name", "name"),
-    ] {
+    for (param, kind) in [("debtor_rc", "rc"), ("debtor_name", "name")] {
         if let Some(v) = q.get(param) {
             let (col, key) = search_key(param, kind, v)?;
             add(&sub(col), key.into(), &mut binds);
         }
+    }
+    // Several debtor IČOs: cases of any of them.
+    let icos = q.all("debtor_ico");
+    if !icos.is_empty() {
+        let mut marks = Vec::new();
+        for v in icos {
+            let (_, key) = search_key("debtor_ico", "ico", v)?;
+            binds.push(key.into());
+            marks.push(format!("${}", binds.len()));
+        }
+        conds.push(format!(
+            "case_number IN (SELECT case_number FROM parties WHERE role = 'DLUŽNÍK' AND ico IN ({}))",
+            marks.join(", ")
+        ));
     }
     let (order, key_cols) = if sort == "opened" {
         ("opened, case_number", ["opened", "case_number"])

@@ -3,17 +3,16 @@
 //!
 //! Reads the `timeline` projection; never reads `actions`, never writes.
 
-use std::collections::HashMap;
-
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::format::{format_of, respond_list};
 use super::pagination::{docs, limit, page, query_except};
-use super::params::{EventParams, court_param, only};
+use super::params::{EventParams, Params, court_param, date_param, only};
 use crate::projection::columns;
 use crate::projection::sql::Val;
+use crate::read::params::search_key;
 use crate::read::{Problem, ReadState, queries, watermark};
 
 /// The change feed: every action after an ID, in ID order.
@@ -28,10 +27,10 @@ use crate::read::{Problem, ReadState, queries, watermark};
     ))]
 pub(crate) async fn events(
     State(state): State<ReadState>,
-    Query(q): Query<HashMap<String, String>>,
+    q: Params,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only::<EventParams>(&q)?;
+    only::<EventParams>(&q, &["type", "ico"])?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let after: i64 = match q.get("after") {
@@ -42,14 +41,42 @@ pub(crate) async fn events(
     };
     let mut conds = vec!["action_id > $1".to_string()];
     let mut binds: Vec<Val> = vec![after.into()];
-    if let Some(t) = q.get("type") {
-        if t.is_empty() || !t.chars().all(|c| c.is_ascii_digit()) {
-            return Err(Problem::bad(format!(
-                "type {t:?} is not an action-type code"
-            )));
+    // Every list filter: any of its values (`col IN (...)` or a subquery over parties).
+    let types = q.all("type");
+    if !types.is_empty() {
+        let mut marks = Vec::new();
+        for t in types {
+            if t.is_empty() || t.len() > 6 || !t.chars().all(|c| c.is_ascii_digit()) {
+                return Err(Problem::bad(format!(
+                    "type {t:?} is not an action-type code"
+                )));
+            }
+            binds.push(t.into());
+            marks.push(format!("${}", binds.len()));
         }
-        binds.push(t.as_str().into());
-        conds.push(format!("type_code = ${}", binds.len()));
+        conds.push(format!("type_code IN ({})", marks.join(", ")));
+    }
+    let icos = q.all("ico");
+    if !icos.is_empty() {
+        let mut marks = Vec::new();
+        for v in icos {
+            let (_, key) = search_key("ico", "ico", v)?;
+            binds.push(key.into());
+            marks.push(format!("${}", binds.len()));
+        }
+        conds.push(format!(
+            "case_number IN (SELECT case_number FROM parties WHERE ico IN ({}))",
+            marks.join(", ")
+        ));
+    }
+    // Dates as the register writes them (Prague time): the first ten characters.
+    if let Some(d) = date_param(&q, "published_from")? {
+        binds.push(d.into());
+        conds.push(format!("substr(published, 1, 10) >= ${}", binds.len()));
+    }
+    if let Some(d) = date_param(&q, "published_to")? {
+        binds.push(d.into());
+        conds.push(format!("substr(published, 1, 10) <= ${}", binds.len()));
     }
     if let Some(c) = court_param(&q)? {
         binds.push(c.code.into());

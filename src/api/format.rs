@@ -4,7 +4,6 @@
 //! Owns rendering only; the rows come from the resource handlers. Every CSV cell goes
 //! through the formula guard; JSON and NDJSON stay exact.
 
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -44,7 +43,7 @@ pub(crate) enum Format {
     Ndjson,
 }
 
-pub(crate) fn format_of(q: &HashMap<String, String>, req: &HeaderMap) -> Result<Format, Problem> {
+pub(crate) fn format_of(q: &super::params::Params, req: &HeaderMap) -> Result<Format, Problem> {
     match q.get("format").map(String::as_str) {
         Some("json") => Ok(Format::Json),
         Some("csv") => Ok(Format::Csv),
@@ -120,4 +119,12 @@ pub(crate) fn respond_list(
 fn watermark_headers(hs: &mut axum::http::HeaderMap, wm: &Watermark) {
     hs.insert("ISIR-Watermark", HeaderValue::from(wm.action_id));
     hs.insert("ISIR-Lag-Seconds", HeaderValue::from(wm.lag_seconds));
+}
+
+/// A JSON answer to a request that is not cached (a `POST`): the watermark headers, no
+/// ETag.
+pub(crate) fn respond_uncached(wm: &Watermark, text: String) -> Response {
+    let mut resp = ([(header::CONTENT_TYPE, "application/json")], text).into_response();
+    watermark_headers(resp.headers_mut(), wm);
+    resp
 }

@@ -2,7 +2,8 @@
 //! counts, served from the projections with the projection watermark on every answer;
 //! the operations endpoints (`/healthz`, `/readyz`, `/openapi.json`, `/metrics`).
 //!
-//! One file per resource (`cases`, `subjects`, `events`, `stats`, `health`), with the
+//! One file per resource (`cases`, `subjects` and its bulk `lookup`, `events`, `stats`,
+//! `health`), with the
 //! representations (`format`), paging (`pagination`), parameter descriptions (`params`)
 //! and the OpenAPI document (`openapi`) in their own. It reads through [`crate::read`]
 //! only: it never imports the source client, never reads `actions`, has no route that
@@ -12,6 +13,7 @@ mod cases;
 mod events;
 mod format;
 mod health;
+mod lookup;
 pub mod openapi;
 mod pagination;
 pub mod params;
@@ -19,7 +21,7 @@ mod stats;
 mod subjects;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::read::ReadState;
 
@@ -32,6 +34,7 @@ pub fn router(state: ReadState) -> Router {
         .route("/v1/cases/{year}/{number}", get(cases::case))
         .route("/v1/cases/{year}/{number}/events", get(cases::case_events))
         .route("/v1/subjects", get(subjects::subjects))
+        .route("/v1/subjects/lookup", post(lookup::lookup))
         .route("/v1/cases", get(cases::case_list))
         .route("/v1/events", get(events::events))
         .route("/v1/stats", get(stats::stats))

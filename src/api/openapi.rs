@@ -156,6 +156,7 @@ impl Modify for Security {
         super::cases::case_events,
         super::cases::case_list,
         super::subjects::subjects,
+        super::lookup::lookup,
         super::events::events,
         super::stats::stats,
         super::health::healthz,
@@ -163,7 +164,8 @@ impl Modify for Security {
         super::health::metrics_text,
         super::health::openapi_json,
     ),
-    components(schemas(Problem, Watermark, Event, CaseAnswer, CaseList, EventList, SubjectList, Stats, Health, Ready)),
+    components(schemas(Problem, Watermark, Event, CaseAnswer, CaseList, EventList, SubjectList, Stats, Health, Ready,
+        super::lookup::LookupRequest, super::lookup::LookupResult, super::lookup::LookupAnswer)),
     modifiers(&Security),
     security((), ("api_key" = []), ("bearer" = [])),
 )]

@@ -3,14 +3,12 @@
 //!
 //! Owns paging rules only; it never runs a query.
 
-use std::collections::HashMap;
-
 use serde_json::Value;
 
 use crate::read::params::url_escape;
 use crate::read::{Problem, ReadState};
 
-pub(crate) fn limit(state: &ReadState, q: &HashMap<String, String>) -> Result<i64, Problem> {
+pub(crate) fn limit(state: &ReadState, q: &super::params::Params) -> Result<i64, Problem> {
     match q.get("limit") {
         None => Ok(state.opts.default_limit),
         Some(l) => {
@@ -70,10 +68,10 @@ pub(crate) fn view(p: Option<&crate::privacy::Privacy>, docs: Vec<Value>) -> Vec
 }
 
 /// The request's parameters but `drop`, escaped, in a stable order (for `next` links).
-pub(crate) fn query_except(q: &HashMap<String, String>, drop: &[&str]) -> Vec<String> {
+pub(crate) fn query_except(q: &super::params::Params, drop: &[&str]) -> Vec<String> {
     let mut qs: Vec<String> = q
-        .iter()
-        .filter(|(k, _)| !drop.contains(&k.as_str()))
+        .pairs()
+        .filter(|(k, _)| !drop.contains(k))
         .map(|(k, v)| format!("{k}={}", url_escape(v)))
         .collect();
     qs.sort();

@@ -5,12 +5,63 @@
 //!
 //! Pure: no I/O, no state.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::read::Problem;
+
+/// Most values a list parameter (`?ico=a&ico=b`) takes in one request; more go in the
+/// body of `POST /v1/subjects/lookup`.
+pub const MAX_LIST: usize = 100;
+
+/// The query parameters of a request as given: in order, a repeated one kept as many
+/// times as it was given. `only` refuses unknown ones and repeats of single ones.
+#[derive(Debug, Default, Clone)]
+pub struct Params(Vec<(String, String)>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Params {
+    type Rejection = Problem;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, Problem> {
+        axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
+            .map(|q| Params(q.0))
+            .map_err(|e| Problem::bad(format!("the query string is malformed: {e}")))
+    }
+}
+
+impl Params {
+    /// The value of a single parameter (`only` has refused a repeat).
+    pub fn get(&self, k: &str) -> Option<&String> {
+        self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v)
+    }
+
+    pub fn contains_key(&self, k: &str) -> bool {
+        self.0.iter().any(|(key, _)| key == k)
+    }
+
+    /// Every value of a list parameter, in the order given.
+    pub fn all(&self, k: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+impl std::ops::Index<&str> for Params {
+    type Output = String;
+    fn index(&self, k: &str) -> &String {
+        self.get(k).expect("a parameter checked present")
+    }
+}
 
 /// The names of the query parameters `P` describes (computed once a type).
 pub fn allowed<P: IntoParams + 'static>() -> &'static [String] {
@@ -73,18 +124,20 @@ pub struct PageParams {
     format: Option<ListFormat>,
 }
 
-/// Search for persons: exactly one of `ico`, `rc`, `name`.
+/// Search for persons: exactly one of `ico`, `rc` (each may be repeated) or `name`.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 pub struct SubjectParams {
-    /// IČO, 6 to 12 digits (leading zeros may be left out).
-    #[param(pattern = r"^[0-9]{6,12}$")]
-    ico: Option<String>,
-    /// Birth number, `NNNNNN/NNNN` or without the slash; an exact match. Only for a key
-    /// with the `pii` scope: without it the answer is a 403 problem.
-    #[param(pattern = r"^[0-9]{6}/?[0-9]{3,4}$")]
-    rc: Option<String>,
+    /// IČO, 6 to 12 digits (leading zeros may be left out); repeat it for several
+    /// (`?ico=a&ico=b`, at most 100).
+    #[param(value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    ico: Option<Vec<String>>,
+    /// Birth number, `NNNNNN/NNNN` or without the slash; an exact match; repeat it for
+    /// several. Only for a key with the `pii` scope: without it the answer is a 403
+    /// problem.
+    #[param(value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    rc: Option<Vec<String>>,
     /// A name; case and diacritics are ignored (`novak` finds `Novák`).
     #[param(min_length = 1, max_length = 200)]
     name: Option<String>,
@@ -124,9 +177,9 @@ pub struct CaseListParams {
     /// With an action published on or after this date.
     #[param(value_type = Option<String>, format = Date)]
     updated_since: Option<String>,
-    /// A debtor's IČO.
-    #[param(pattern = r"^[0-9]{6,12}$")]
-    debtor_ico: Option<String>,
+    /// A debtor's IČO; repeat it for cases of any of several debtors (at most 100).
+    #[param(value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    debtor_ico: Option<Vec<String>>,
     /// A debtor's birth number (exact). Only for a key with the `pii` scope: without it
     /// the answer is a 403 problem.
     #[param(pattern = r"^[0-9]{6}/?[0-9]{3,4}$")]
@@ -152,9 +205,19 @@ pub struct CaseListParams {
 pub struct EventParams {
     /// Only actions with a greater ID (default: from the start).
     after: Option<i64>,
-    /// Action-type code (`typUdalosti`).
-    #[param(rename = "type", pattern = r"^[0-9]+$")]
-    r#type: Option<String>,
+    /// Action-type code (`typUdalosti`); repeat it for any of several (at most 100).
+    #[param(rename = "type", value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    r#type: Option<Vec<String>>,
+    /// Only actions in cases where a person with this IČO is a party (any role); repeat
+    /// it for several (at most 100).
+    #[param(value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    ico: Option<Vec<String>>,
+    /// Published on or after this date (Prague time, as the register publishes).
+    #[param(value_type = Option<String>, format = Date)]
+    published_from: Option<String>,
+    /// Published on or before this date.
+    #[param(value_type = Option<String>, format = Date)]
+    published_to: Option<String>,
     /// Court: short name or code.
     court: Option<String>,
     /// One case, `INS 4711/2026`.
@@ -166,21 +229,41 @@ pub struct EventParams {
     format: Option<ListFormat>,
 }
 
-/// Refuses a parameter the endpoint's description (`P`) does not name.
+/// Refuses a parameter the endpoint's description (`P`) does not name, a repeat of one
+/// that is not in `lists`, and a list longer than [`MAX_LIST`].
 pub(crate) fn only<P: utoipa::IntoParams + 'static>(
-    q: &HashMap<String, String>,
+    q: &Params,
+    lists: &[&str],
 ) -> Result<(), Problem> {
     let allowed = allowed::<P>();
-    match q.keys().find(|k| !allowed.contains(k)) {
-        Some(k) => Err(Problem::bad(format!(
+    if let Some((k, _)) = q.pairs().find(|(k, _)| !allowed.iter().any(|a| a == k)) {
+        return Err(Problem::bad(format!(
             "unknown parameter {k:?}; this endpoint takes {}",
             allowed.join(", ")
-        ))),
-        None => Ok(()),
+        )));
     }
+    for a in allowed {
+        let n = q.all(a).len();
+        if n > 1 && !lists.contains(&a.as_str()) {
+            return Err(Problem::bad(format!(
+                "parameter {a:?} is given {n} times; it takes one value{}",
+                if lists.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (lists: {})", lists.join(", "))
+                }
+            )));
+        }
+        if n > MAX_LIST {
+            return Err(Problem::bad(format!(
+                "parameter {a:?} is given {n} times, at most {MAX_LIST}; use POST /v1/subjects/lookup for up to 1000 IČOs"
+            )));
+        }
+    }
+    Ok(())
 }
 
-pub(crate) fn date_param(q: &HashMap<String, String>, k: &str) -> Result<Option<String>, Problem> {
+pub(crate) fn date_param(q: &Params, k: &str) -> Result<Option<String>, Problem> {
     match q.get(k) {
         None => Ok(None),
         Some(v) => chrono::NaiveDate::parse_from_str(v, "%Y-%m-%d")
@@ -189,9 +272,7 @@ pub(crate) fn date_param(q: &HashMap<String, String>, k: &str) -> Result<Option<
     }
 }
 
-pub(crate) fn court_param(
-    q: &HashMap<String, String>,
-) -> Result<Option<&'static crate::codes::Court>, Problem> {
+pub(crate) fn court_param(q: &Params) -> Result<Option<&'static crate::codes::Court>, Problem> {
     match q.get("court") {
         None => Ok(None),
         Some(c) => crate::codes::COURTS

@@ -1,15 +1,13 @@
 //! Counts (`/v1/stats`): cases by state, court and month opened, from the `stats`
 //! projection. Never writes.
 
-use std::collections::HashMap;
-
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::json;
 
 use super::format::respond;
-use super::params::{NoParams, only};
+use super::params::{NoParams, Params, only};
 use crate::read::{Problem, ReadState, watermark};
 
 /// Cases by state, court and month opened.
@@ -23,10 +21,10 @@ use crate::read::{Problem, ReadState, watermark};
     ))]
 pub(crate) async fn stats(
     State(state): State<ReadState>,
-    Query(q): Query<HashMap<String, String>>,
+    q: Params,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    only::<NoParams>(&q)?;
+    only::<NoParams>(&q, &[])?;
     let (mut tx, wm) = watermark::open(&state).await?;
     let rows = tx.texts("SELECT dim || '|' || key || '|' || CAST(count AS TEXT) FROM stats WHERE count <> 0 ORDER BY dim, key", &[]).await?;
     tx.commit().await?;

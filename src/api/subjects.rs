@@ -4,16 +4,14 @@
 //! Reads the `parties` projection; the stored documents go out as they are for the
 //! `pii` scope and through the privacy mask for everyone else. Never writes.
 
-use std::collections::HashMap;
-
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
 use super::format::{Format, format_of, respond_list, respond_text};
 use super::pagination::{decode_cursor, docs, encode_cursor, limit, view};
-use super::params::{SubjectParams, only};
+use super::params::{Params, SubjectParams, only};
 use crate::projection::columns;
 use crate::read::params::{search_key, url_escape};
 use crate::read::{Caller, Problem, ReadState, queries, watermark};
@@ -30,22 +28,31 @@ use crate::read::{Caller, Problem, ReadState, queries, watermark};
     ))]
 pub(crate) async fn subjects(
     State(state): State<ReadState>,
-    Query(q): Query<HashMap<String, String>>,
+    q: Params,
     headers: HeaderMap,
     caller: Option<axum::Extension<Caller>>,
 ) -> Result<Response, Problem> {
     let pii = caller.is_some_and(|c| c.pii);
-    only::<SubjectParams>(&q)?;
+    only::<SubjectParams>(&q, &["ico", "rc"])?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
     let given: Vec<&str> = ["ico", "rc", "name"]
         .into_iter()
-        .filter(|k| q.contains_key(*k))
+        .filter(|k| q.contains_key(k))
         .collect();
     if given.len() != 1 {
         return Err(Problem::bad("give exactly one of ico, rc or name"));
     }
-    let (col, key) = search_key(given[0], given[0], &q[given[0]])?;
+    let qk = given[0];
+    let mut keys = Vec::new();
+    let mut col = "";
+    for v in q.all(qk) {
+        let (c, k) = search_key(qk, qk, v)?;
+        col = c;
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
     if col == "rc" && !pii {
         return Err(Problem::needs_pii("a search by birth number"));
     }
@@ -55,7 +62,7 @@ pub(crate) async fn subjects(
         None => vec![String::new(), String::new(), String::new()],
     };
     let (mut tx, wm) = watermark::open_single(&state).await?;
-    let mut rows = queries::subjects_text(&mut tx, col, &key, &after, limit + 1).await?;
+    let mut rows = queries::subjects_text(&mut tx, col, &keys, &after, limit + 1).await?;
     tx.commit().await?;
     let more = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
@@ -67,14 +74,18 @@ pub(crate) async fn subjects(
                 .iter()
                 .map(|c| c.as_str().to_string())
                 .collect();
-            let qk = given[0];
             let f = q
                 .get("format")
                 .map(|f| format!("&format={f}"))
                 .unwrap_or_default();
+            let values: Vec<String> = q
+                .all(qk)
+                .iter()
+                .map(|v| format!("{qk}={}", url_escape(v)))
+                .collect();
             Some(format!(
-                "/v1/subjects?{qk}={}&limit={limit}&cursor={}{f}",
-                url_escape(&q[qk]),
+                "/v1/subjects?{}&limit={limit}&cursor={}{f}",
+                values.join("&"),
                 url_escape(&encode_cursor(privacy, &parts))
             ))
         }

@@ -20,8 +20,12 @@ use crate::read::ReadState;
 /// A request timeout for every route.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The largest body a request may carry: the largest bulk lookup (1 000 keys of up to
+/// 12 characters as JSON, with room for whitespace). Every other route takes none.
+pub const MAX_BODY: usize = 64 * 1024;
+
 /// The public routes with their protections: the rate limit and API keys, a request
-/// timeout, a body limit (the API takes no bodies), gzip compression of answers. The
+/// timeout, a body limit ([`MAX_BODY`]), gzip compression of answers. The
 /// operator surfaces (status page, `/metrics`) are included unless they are separate.
 pub fn router(state: ReadState) -> Router {
     let g = guard::Guard::new(&state.opts, &state.admin);
@@ -47,7 +51,7 @@ fn operator_routes(state: ReadState, g: guard::Guard) -> Router {
 fn protect(r: Router) -> Router {
     r.layer(axum::middleware::from_fn(guard::headers))
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(16 * 1024))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,

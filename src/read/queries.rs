@@ -59,39 +59,44 @@ pub async fn case_events(
     parse(&rows)
 }
 
-/// Persons whose `col` (`ico`, `rc` or `name_key`) is `key`, after the keyset position
-/// `after` (case number, court, person ID), at most `limit`.
+/// Persons whose `col` (`ico`, `rc` or `name_key`) is one of `keys`, after the keyset
+/// position `after` (case number, court, person ID), at most `limit`.
 pub async fn subjects(
     tx: &mut Tx,
     col: &str,
-    key: &str,
+    keys: &[String],
     after: &[String],
     limit: i64,
 ) -> Result<Vec<Value>, Problem> {
-    parse(&subjects_text(tx, col, key, after, limit).await?)
+    parse(&subjects_text(tx, col, keys, after, limit).await?)
 }
 
 /// [`subjects`] as the stored JSON texts.
 pub async fn subjects_text(
     tx: &mut Tx,
     col: &str,
-    key: &str,
+    keys: &[String],
     after: &[String],
     limit: i64,
 ) -> Result<Vec<String>, Problem> {
-    let sql = subjects_sql(col);
-    let binds = [
-        key.into(),
+    let sql = if keys.len() == 1 {
+        subjects_sql(col)
+    } else {
+        subjects_in_sql(col, keys.len())
+    };
+    let mut binds: Vec<Val> = keys.iter().map(|k| k.as_str().into()).collect();
+    binds.extend([
         after[0].as_str().into(),
         after[1].as_str().into(),
         after[2].as_str().into(),
         Val::from(limit),
-    ];
+    ]);
     Ok(tx.texts(&sql, &binds).await?)
 }
 
-/// The statement of [`subjects_text`]: `$1` the key, `$2..$4` the keyset position,
-/// `$5` the limit. The index `(col, case_number, court, person_id)` answers it in order.
+/// The statement of [`subjects_text`] for one key: `$1` the key, `$2..$4` the keyset
+/// position, `$5` the limit. The index `(col, case_number, court, person_id)` answers it
+/// in order.
 pub fn subjects_sql(col: &str) -> String {
     assert!(
         ["ico", "rc", "name_key"].contains(&col),
@@ -100,6 +105,26 @@ pub fn subjects_sql(col: &str) -> String {
     format!(
         "SELECT doc FROM parties WHERE {col} = $1 AND (case_number, court, person_id) > ($2, $3, $4) \
          ORDER BY case_number, court, person_id LIMIT $5"
+    )
+}
+
+/// The statement for `n` keys: `$1..$n` the keys, then the keyset position and the
+/// limit. Each key is an index lookup; the rows of all of them are then sorted (at most
+/// the API's list limit of keys).
+pub fn subjects_in_sql(col: &str, n: usize) -> String {
+    assert!(
+        ["ico", "rc", "name_key"].contains(&col),
+        "no search key {col}"
+    );
+    let list: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
+    format!(
+        "SELECT doc FROM parties WHERE {col} IN ({}) AND (case_number, court, person_id) > (${}, ${}, ${}) \
+         ORDER BY case_number, court, person_id LIMIT ${}",
+        list.join(", "),
+        n + 1,
+        n + 2,
+        n + 3,
+        n + 4
     )
 }
 

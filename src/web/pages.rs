@@ -152,7 +152,8 @@ pub async fn search(
     };
     let r = async {
         let (mut tx, wm) = open(&state).await?;
-        let rows = queries::subjects(&mut tx, col, &key, &after, PAGE + 1).await?;
+        let rows =
+            queries::subjects(&mut tx, col, std::slice::from_ref(&key), &after, PAGE + 1).await?;
         tx.commit().await?;
         Ok::<_, Problem>((rows, wm))
     }
