@@ -819,6 +819,7 @@ async fn openapi_describes_every_route() {
         "/v1/cases/{year}/{number}/events",
         "/v1/cases",
         "/v1/subjects",
+        "/v1/subjects/lookup",
         "/v1/events",
         "/v1/stats",
         "/healthz",
@@ -840,9 +841,34 @@ async fn openapi_describes_every_route() {
     };
     assert_eq!(
         params("/v1/events"),
-        ["after", "type", "court", "case", "limit", "format"]
-            .map(String::from)
-            .into()
+        [
+            "after",
+            "type",
+            "ico",
+            "published_from",
+            "published_to",
+            "court",
+            "case",
+            "limit",
+            "format"
+        ]
+        .map(String::from)
+        .into()
+    );
+    // List parameters are arrays, repeated (`?ico=a&ico=b`).
+    let ico = spec["paths"]["/v1/subjects"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "ico")
+        .unwrap();
+    assert_eq!(ico["schema"]["type"], "array", "{ico}");
+    assert_eq!(ico["style"], "form");
+    assert_eq!(ico["explode"], true);
+    // The bulk lookup is a POST with a JSON body.
+    assert!(
+        spec["paths"]["/v1/subjects/lookup"]["post"]["requestBody"]["content"]["application/json"]
+            .is_object()
     );
     assert!(params("/v1/cases").contains("debtor_name"));
     assert!(params("/v1/subjects").contains("rc"));
@@ -852,7 +878,12 @@ async fn openapi_describes_every_route() {
     assert!(body["detail"].as_str().unwrap().contains("bogus"));
     // Every /v1 operation documents its error answers.
     for p in paths.iter().filter(|p| p.starts_with("/v1")) {
-        let rs = &spec["paths"][p]["get"]["responses"];
+        let op = if p.ends_with("/lookup") {
+            "post"
+        } else {
+            "get"
+        };
+        let rs = &spec["paths"][p][op]["responses"];
         for code in ["200", "400", "429", "503"] {
             assert!(rs.get(code).is_some(), "{p} does not document {code}");
         }

@@ -427,3 +427,80 @@ async fn metrics_report_projections_and_budget() {
         ticked
     );
 }
+
+/// Every problem type the API answers with is a page that says what it means, found by
+/// resolving the problem's `type` against the request's URL (RFC 9457 §3.1.1); the page
+/// gives the same status as the answer.
+#[tokio::test]
+async fn problem_types_resolve_to_pages() {
+    let (_sim, app, _g, _db) = fixture(Backend::Sqlite).await;
+    let state = isir::read::ReadState::new(app.store.clone(), opts());
+    let (web, _l) = start(state, false);
+    let answer = |path: &'static str, key: Option<&'static str>| {
+        let web = &web;
+        async move {
+            let (s, body) = match key {
+                Some(k) => web.get_with(path, &[("X-API-Key", k)]).await,
+                None => web.get(path).await,
+            };
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            (s, v["type"].as_str().unwrap().to_string())
+        }
+    };
+    let mut seen = Vec::new();
+    app.store.set_setting("phase", "ingest").await.unwrap();
+    seen.push(answer("/v1/stats", None).await);
+    app.store.set_setting("phase", "serve").await.unwrap();
+    seen.push(answer("/v1/cases?limit=0", None).await);
+    seen.push(answer("/v1/cases/2008/999999", None).await);
+    seen.push(answer("/v1/subjects?rc=4711180123", None).await);
+    seen.push(answer("/v1/stats", Some("no-such-key")).await);
+    let kinds: Vec<&str> = seen.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "/problems/unavailable",
+            "/problems/bad-parameter",
+            "/problems/not-found",
+            "/problems/pii-scope",
+            "/problems/unknown-key"
+        ]
+    );
+    for (status, kind) in &seen {
+        // A reference without a scheme or host: resolved against the request's URL,
+        // it is this server's page.
+        let (s, html) = web.get(kind).await;
+        assert_eq!(s, 200, "{kind}");
+        assert_eq!(text_of(&html, "status"), status.to_string(), "{kind}");
+    }
+    // Every kind the sources answer with has its page.
+    let mut stack = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src"
+    ))];
+    let mut found = 0;
+    while let Some(p) = stack.pop() {
+        if p.is_dir() {
+            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            continue;
+        }
+        let text = std::fs::read_to_string(&p).unwrap();
+        for m in ["Problem::new(", "Self::new("] {
+            for (i, _) in text.match_indices(m) {
+                let rest = &text[i..];
+                if !rest[..rest.find(')').unwrap_or(0).max(1)].contains("StatusCode")
+                    && !rest[..200.min(rest.len())].contains("StatusCode")
+                {
+                    continue;
+                }
+                let q = rest.find('"').unwrap();
+                let kind = &rest[q + 1..q + 1 + rest[q + 1..].find('"').unwrap()];
+                found += 1;
+                let (s, _) = web.get(&format!("/problems/{kind}")).await;
+                assert_eq!(s, 200, "{kind} ({}) has no page", p.display());
+            }
+        }
+    }
+    assert!(found >= 8, "the scan found the problem kinds ({found})");
+    assert_eq!(web.get("/problems/no-such-thing").await.0, 404);
+}

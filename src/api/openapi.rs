@@ -149,7 +149,7 @@ impl Modify for Security {
         description = "Insolvency cases of the Czech insolvency register (ISIR), served from the replica's projections. \
             Every answer carries the projection watermark (`ISIR-Watermark`, `ISIR-Lag-Seconds`). \
             Anonymous callers are rate-limited per address; an API key (`X-API-Key` or `Authorization: Bearer`) \
-            is limited per key. Errors are problem details (RFC 9457)."
+            is limited per key. Errors are problem details (RFC 9457); their `type` (`/problems/{kind}`) is a page that explains the kind."
     ),
     paths(
         super::cases::case,

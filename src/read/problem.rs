@@ -1,5 +1,7 @@
 //! Problem details (RFC 9457): every error of the API as `application/problem+json`,
-//! with a message that says what was wrong. Bad input is a 400, never a 500.
+//! with a message that says what was wrong. Bad input is a 400, never a 500. The `type`
+//! is `/problems/{kind}`, a reference resolved against the request's URL, where the
+//! HTML pages explain the kind (`web::problems`, which lists every kind).
 
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -17,7 +19,7 @@ pub struct Problem {
 impl Problem {
     pub fn new(status: StatusCode, kind: &str, detail: impl Into<String>) -> Self {
         Problem {
-            kind: format!("https://isir-replica.example/problems/{kind}"),
+            kind: format!("/problems/{kind}"),
             title: status.canonical_reason().unwrap_or("error").to_string(),
             status: status.as_u16(),
             detail: detail.into(),

@@ -1,5 +1,6 @@
 //! Server-rendered HTML for people who do not write code: the operator's status page
-//! (`/`), and the search (`/search?q=`) and case (`/cases/{year}/{number}`) pages.
+//! (`/`), the search (`/search?q=`) and case (`/cases/{year}/{number}`) pages, and
+//! the pages behind the API's problem types (`/problems/{kind}`).
 //!
 //! Owns HTML only. The status page reads `status::collect` (read only); the search and
 //! case pages read the projections through `read::queries`, the same queries as the
@@ -9,6 +10,7 @@
 
 mod html;
 mod pages;
+pub mod problems;
 mod status_page;
 
 use axum::Router;
@@ -28,6 +30,7 @@ pub fn reader_router(state: ReadState) -> Router {
     Router::new()
         .route("/search", get(pages::search))
         .route("/cases/{year}/{number}", get(pages::case))
+        .route("/problems/{kind}", get(problems::problem))
         .with_state(state)
 }
 
