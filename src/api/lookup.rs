@@ -32,14 +32,26 @@ pub const ROWS_PER_KEY: i64 = 100;
 pub struct LookupRequest {
     /// IČOs, 6 to 12 digits each.
     #[serde(default)]
-    #[schema(max_items = 1000)]
-    pub ico: Vec<String>,
+    #[schema(max_items = 1000, inline)]
+    pub ico: Vec<Ico>,
     /// Birth numbers (`NNNNNN/NNNN` or without the slash). Only for a key with the
     /// `pii` scope: without it the answer is a 403 problem.
     #[serde(default)]
-    #[schema(max_items = 1000)]
-    pub rc: Vec<String>,
+    #[schema(max_items = 1000, inline)]
+    pub rc: Vec<BirthNumber>,
 }
+
+/// An IČO as the lookup takes it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = String, pattern = r"^[0-9]{6,12}$")]
+pub struct Ico(pub String);
+
+/// A birth number as the lookup takes it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(transparent)]
+#[schema(value_type = String, pattern = r"^[0-9]{6}/?[0-9]{3,4}$")]
+pub struct BirthNumber(pub String);
 
 /// The answer for one key.
 #[derive(Serialize, ToSchema)]
@@ -71,7 +83,7 @@ pub struct LookupAnswer {
     responses(
         (status = 200, description = "A result a key", body = LookupAnswer, headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica"))),
-        (status = 413, description = "The body is larger than the largest lookup", body = String, content_type = "text/plain"),
+        (status = 413, description = "The body is larger than 1 MiB (`http::MAX_BODY`), far above the largest lookup", body = String, content_type = "text/plain"),
         crate::api::openapi::V1Errors,
     ))]
 pub(crate) async fn lookup(
@@ -101,7 +113,9 @@ pub(crate) async fn lookup(
     }
     // Every key validated before anything is read: one bad key is named, none answered.
     let mut keys: Vec<(&str, &str, &'static str, String)> = Vec::with_capacity(total);
-    for (kind, values) in [("ico", &req.ico), ("rc", &req.rc)] {
+    let icos: Vec<&String> = req.ico.iter().map(|v| &v.0).collect();
+    let rcs: Vec<&String> = req.rc.iter().map(|v| &v.0).collect();
+    for (kind, values) in [("ico", &icos), ("rc", &rcs)] {
         for (i, v) in values.iter().enumerate() {
             let (col, key) = search_key(&format!("{kind}[{i}]"), kind, v)?;
             if !keys.iter().any(|(k, _, _, x)| *k == kind && *x == key) {

@@ -11,7 +11,9 @@ use utoipa::{IntoParams, ToSchema};
 use crate::read::Problem;
 
 /// Most values a list parameter (`?ico=a&ico=b`) takes in one request; more go in the
-/// body of `POST /v1/subjects/lookup`.
+/// body of `POST /v1/subjects/lookup`. Said in each parameter's description, not as
+/// `maxItems`: a list long enough to break it makes a URL longer than HTTP servers take
+/// (414 before any handler runs), which no client should be led to build.
 pub const MAX_LIST: usize = 100;
 
 /// The query parameters of a request as given: in order, a repeated one kept as many
@@ -131,12 +133,12 @@ pub struct PageParams {
 pub struct SubjectParams {
     /// IČO, 6 to 12 digits (leading zeros may be left out); repeat it for several
     /// (`?ico=a&ico=b`, at most 100).
-    #[param(value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    #[param(value_type = Option<Vec<String>>, style = Form, explode)]
     ico: Option<Vec<String>>,
     /// Birth number, `NNNNNN/NNNN` or without the slash; an exact match; repeat it for
     /// several. Only for a key with the `pii` scope: without it the answer is a 403
     /// problem.
-    #[param(value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    #[param(value_type = Option<Vec<String>>, style = Form, explode)]
     rc: Option<Vec<String>>,
     /// A name; case and diacritics are ignored (`novak` finds `Novák`).
     #[param(min_length = 1, max_length = 200)]
@@ -178,7 +180,7 @@ pub struct CaseListParams {
     #[param(value_type = Option<String>, format = Date)]
     updated_since: Option<String>,
     /// A debtor's IČO; repeat it for cases of any of several debtors (at most 100).
-    #[param(value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    #[param(value_type = Option<Vec<String>>, style = Form, explode)]
     debtor_ico: Option<Vec<String>>,
     /// A debtor's birth number (exact). Only for a key with the `pii` scope: without it
     /// the answer is a 403 problem.
@@ -206,11 +208,11 @@ pub struct EventParams {
     /// Only actions with a greater ID (default: from the start).
     after: Option<i64>,
     /// Action-type code (`typUdalosti`); repeat it for any of several (at most 100).
-    #[param(rename = "type", value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    #[param(rename = "type", value_type = Option<Vec<String>>, style = Form, explode)]
     r#type: Option<Vec<String>>,
     /// Only actions in cases where a person with this IČO is a party (any role); repeat
     /// it for several (at most 100).
-    #[param(value_type = Option<Vec<String>>, style = Form, explode, max_items = 100)]
+    #[param(value_type = Option<Vec<String>>, style = Form, explode)]
     ico: Option<Vec<String>>,
     /// Published on or after this date (Prague time, as the register publishes).
     #[param(value_type = Option<String>, format = Date)]

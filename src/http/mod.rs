@@ -20,9 +20,12 @@ use crate::read::ReadState;
 /// A request timeout for every route.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The largest body a request may carry: the largest bulk lookup (1 000 keys of up to
-/// 12 characters as JSON, with room for whitespace). Every other route takes none.
-pub const MAX_BODY: usize = 64 * 1024;
+/// The largest body a request may carry (beyond it, 413): far above the largest bulk
+/// lookup (1 000 keys of up to 12 characters, some 16 KiB as JSON), so that an oversized
+/// lookup is read and refused with a 400 that says why (too many keys, a bad key),
+/// while a body that is no lookup at all cannot make the server buffer without bound.
+/// Every other route takes no body.
+pub const MAX_BODY: usize = 1024 * 1024;
 
 /// The public routes with their protections: the rate limit and API keys, a request
 /// timeout, a body limit ([`MAX_BODY`]), gzip compression of answers. The
