@@ -247,6 +247,13 @@ async fn json_logs_and_a_request_line_without_query_values() {
         .await
         .unwrap();
     assert_eq!(r.status(), 403);
+    // A path no route takes is logged too, as `unmatched`, without the path's values.
+    let r = http
+        .get(format!("http://{bind}/v1/nope/{secret}?rc={secret}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -264,4 +271,10 @@ async fn json_logs_and_a_request_line_without_query_values() {
     assert_eq!(req["status"], 403);
     assert_eq!(req["method"], "GET");
     assert!(req["duration_ms"].is_number());
+    let unmatched = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["message"] == "request" && l["route"] == "unmatched")
+        .unwrap_or_else(|| panic!("no line for the unknown path:\n{text}"));
+    assert_eq!(unmatched["status"], 404);
 }

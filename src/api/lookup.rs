@@ -112,30 +112,75 @@ pub(crate) async fn lookup(
         return Err(Problem::needs_pii("a lookup by birth number"));
     }
     // Every key validated before anything is read: one bad key is named, none answered.
-    let mut keys: Vec<(&str, &str, &'static str, String)> = Vec::with_capacity(total);
+    let mut keys: Vec<Key> = Vec::with_capacity(total);
     let icos: Vec<&String> = req.ico.iter().map(|v| &v.0).collect();
     let rcs: Vec<&String> = req.rc.iter().map(|v| &v.0).collect();
     for (kind, values) in [("ico", &icos), ("rc", &rcs)] {
         for (i, v) in values.iter().enumerate() {
             let (col, key) = search_key(&format!("{kind}[{i}]"), kind, v)?;
-            if !keys.iter().any(|(k, _, _, x)| *k == kind && *x == key) {
-                keys.push((kind, v.as_str(), col, key));
+            if !keys.iter().any(|k| k.kind == kind && k.key == key) {
+                keys.push(Key {
+                    kind,
+                    value: v.to_string(),
+                    col,
+                    key,
+                });
             }
         }
     }
-    let privacy = state.privacy().await?;
+    let (mut tx, wm) = watermark::open_many(&state).await?;
+    let results = if tx.is_direct() {
+        // A thousand statements on a direct connection run on the calling thread: on
+        // the blocking pool, not on the async workers.
+        let st = state.clone();
+        let rt = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            rt.block_on(async move {
+                let privacy = st.privacy().await?;
+                let r = answer(&mut tx, &keys, privacy, pii).await?;
+                tx.commit().await?;
+                Ok::<_, Problem>(r)
+            })
+        })
+        .await
+        .map_err(Problem::internal)??
+    } else {
+        let privacy = state.privacy().await?;
+        let r = answer(&mut tx, &keys, privacy, pii).await?;
+        tx.commit().await?;
+        r
+    };
+    let body = serde_json::json!({ "results": results, "watermark": wm });
+    Ok(respond_uncached(&wm, body.to_string()))
+}
+
+/// A key to look up: as given (`value`) and as the `parties` column `col` holds it.
+struct Key {
+    kind: &'static str,
+    value: String,
+    col: &'static str,
+    key: String,
+}
+
+/// The result of each key, read in `tx`.
+async fn answer(
+    tx: &mut crate::projection::sql::Tx,
+    keys: &[Key],
+    privacy: &crate::privacy::Privacy,
+    pii: bool,
+) -> Result<Vec<Value>, Problem> {
     let start = [String::new(), String::new(), String::new()];
-    let (mut tx, wm) = watermark::open(&state).await?;
     let mut results = Vec::with_capacity(keys.len());
-    for (kind, value, col, key) in &keys {
-        let mut rows = queries::subjects_text(
-            &mut tx,
-            col,
-            std::slice::from_ref(key),
-            &start,
-            ROWS_PER_KEY + 1,
-        )
-        .await?;
+    for Key {
+        kind,
+        value,
+        col,
+        key,
+    } in keys
+    {
+        let mut rows =
+            queries::subjects_text(tx, col, std::slice::from_ref(key), &start, ROWS_PER_KEY + 1)
+                .await?;
         let more = rows.len() as i64 > ROWS_PER_KEY;
         rows.truncate(ROWS_PER_KEY as usize);
         let next = match rows.last().filter(|_| more) {
@@ -169,7 +214,5 @@ pub(crate) async fn lookup(
             "next": next,
         }));
     }
-    tx.commit().await?;
-    let body = serde_json::json!({ "results": results, "watermark": wm });
-    Ok(respond_uncached(&wm, body.to_string()))
+    Ok(results)
 }

@@ -63,24 +63,91 @@ fn presented(req: &Request) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// Marks a response whose request has had its log line.
+#[derive(Clone, Copy)]
+struct Logged;
+
+/// The log line and the metrics of one request: the route's template, never its values
+/// (a path or query can hold a birth number).
+fn record(method: &axum::http::Method, route: &str, status: u16, secs: f64) {
+    tracing::info!(target: "isir::request", method = %method, route = %route, status, duration_ms = (secs * 1000.0 * 10.0).round() / 10.0, "request");
+    metrics::counter!("isir_http_requests_total", "route" => route.to_string(), "method" => method.to_string(), "status" => status.to_string())
+        .increment(1);
+    metrics::histogram!("isir_http_request_duration_seconds", "route" => route.to_string())
+        .record(secs);
+}
+
+/// A routed request in flight: logged when it ends, or, if its future is dropped first
+/// (the request timeout), logged then as a 408.
+struct InFlight {
+    method: axum::http::Method,
+    route: String,
+    started: std::time::Instant,
+    done: bool,
+}
+
+impl InFlight {
+    fn start(req: &Request) -> Self {
+        InFlight {
+            method: req.method().clone(),
+            route: req
+                .extensions()
+                .get::<axum::extract::MatchedPath>()
+                .map(|m| m.as_str().to_string())
+                .unwrap_or_else(|| "unmatched".into()),
+            started: std::time::Instant::now(),
+            done: false,
+        }
+    }
+
+    fn end(mut self, resp: &mut Response) {
+        self.done = true;
+        record(
+            &self.method,
+            &self.route,
+            resp.status().as_u16(),
+            self.started.elapsed().as_secs_f64(),
+        );
+        resp.extensions_mut().insert(Logged);
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if !self.done {
+            record(
+                &self.method,
+                &self.route,
+                StatusCode::REQUEST_TIMEOUT.as_u16(),
+                self.started.elapsed().as_secs_f64(),
+            );
+        }
+    }
+}
+
 /// Every routed request: identity and rate limit (`admit`), then one log line and the
-/// request metrics with the route's template (never its values: a path or query can
-/// hold a birth number).
+/// request metrics.
 pub async fn guard(State(state): State<Guard>, req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
+    let flight = InFlight::start(&req);
+    let mut resp = admit(&state, req, next).await;
+    flight.end(&mut resp);
+    resp
+}
+
+/// The requests no route took (an unknown path): their log line and metrics, with the
+/// route `unmatched` (never the path itself).
+pub async fn unrouted(req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let started = std::time::Instant::now();
-    let resp = admit(&state, req, next).await;
-    let secs = started.elapsed().as_secs_f64();
-    let status = resp.status().as_u16();
-    tracing::info!(target: "isir::request", method = %method, route = %route, status, duration_ms = (secs * 1000.0 * 10.0).round() / 10.0, "request");
-    metrics::counter!("isir_http_requests_total", "route" => route.clone(), "method" => method.to_string(), "status" => status.to_string())
-        .increment(1);
-    metrics::histogram!("isir_http_request_duration_seconds", "route" => route).record(secs);
+    let resp = next.run(req).await;
+    if resp.extensions().get::<Logged>().is_none() {
+        record(
+            &method,
+            "unmatched",
+            resp.status().as_u16(),
+            started.elapsed().as_secs_f64(),
+        );
+    }
     resp
 }
 
@@ -145,6 +212,13 @@ async fn admit(state: &Guard, mut req: Request, next: Next) -> Response {
 /// The operator surfaces: with `admin.key_sha256` set, only for `X-Admin-Key: <key>`
 /// (or `?admin_key=<key>`, for a browser).
 pub async fn admin(State(state): State<Guard>, req: Request, next: Next) -> Response {
+    let flight = InFlight::start(&req);
+    let mut resp = admin_check(&state, req, next).await;
+    flight.end(&mut resp);
+    resp
+}
+
+async fn admin_check(state: &Guard, req: Request, next: Next) -> Response {
     if let Some(want) = &state.0.admin_key_sha256 {
         let given = req
             .headers()

@@ -52,7 +52,8 @@ fn operator_routes(state: ReadState, g: guard::Guard) -> Router {
 }
 
 fn protect(r: Router) -> Router {
-    r.layer(axum::middleware::from_fn(guard::headers))
+    r.layer(axum::middleware::from_fn(guard::unrouted))
+        .layer(axum::middleware::from_fn(guard::headers))
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(

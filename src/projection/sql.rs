@@ -216,6 +216,11 @@ impl Tx {
         }
     }
 
+    /// Whether its statements run on a direct connection, on the calling thread.
+    pub fn is_direct(&self) -> bool {
+        matches!(self, Tx::Direct(_))
+    }
+
     pub fn is_postgres(&self) -> bool {
         matches!(self, Tx::Postgres(_) | Tx::PostgresSingle(_))
     }

@@ -99,6 +99,22 @@ pub async fn open_single(state: &ReadState) -> Result<(Tx, Watermark), Problem> 
     gate(state, tx).await
 }
 
+/// Like [`open`], on a direct connection when the store is a SQLite file: for answers of
+/// many indexed statements in one snapshot (a bulk lookup), which the caller runs off the
+/// async threads (`spawn_blocking`), since a direct connection runs on the caller's
+/// thread. Whether it is direct is [`Tx::is_direct`].
+pub async fn open_many(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
+    let tx = match &state.direct {
+        Some(pool) => {
+            let mut c = pool.get().map_err(crate::store::direct::to_sqlx)?;
+            c.begin().map_err(crate::store::direct::to_sqlx)?;
+            Tx::Direct(c)
+        }
+        None => Tx::begin_read(&state.store).await?,
+    };
+    gate(state, tx).await
+}
+
 async fn gate(state: &ReadState, mut tx: Tx) -> Result<(Tx, Watermark), Problem> {
     let (wm, has_meta) = cached_meta(state, &mut tx).await?;
     if Phase::parse(&wm.phase).is_none_or(|p| p < Phase::Serve) {
