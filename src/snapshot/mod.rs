@@ -89,19 +89,10 @@ pub(super) fn yes() -> bool {
 }
 
 pub(super) fn action_json_sql(pg: bool) -> String {
-    let cols = [
-        "id",
-        "created",
-        "published",
-        "document_url",
-        "case_number",
-        "type_code",
-        "type_name",
-        "section",
-        "number_in_section",
-        "note",
-    ];
-    let parts: Vec<String> = cols.iter().map(|c| format!("'{c}', {c}")).collect();
+    let parts: Vec<String> = crate::store::ACTION_FIELDS
+        .iter()
+        .map(|c| format!("'{c}', {c}"))
+        .collect();
     if pg {
         format!("json_build_object({})::text", parts.join(", "))
     } else {

@@ -168,20 +168,8 @@ pub(super) async fn load(
         tx.exec("DROP INDEX IF EXISTS actions_case", &[]).await?;
     }
     let now = crate::store::now_ms();
-    let cols = [
-        "id",
-        "created",
-        "published",
-        "document_url",
-        "case_number",
-        "type_code",
-        "type_name",
-        "section",
-        "number_in_section",
-        "note",
-        "stored_at",
-        "epoch",
-    ];
+    let mut cols = crate::store::ACTION_FIELDS.to_vec();
+    cols.extend(["stored_at", "epoch"]);
     let mut loaded = 0i64;
     // The chunks are read, decompressed, parsed and verified on a thread of their own,
     // a few batches ahead of the inserts; any refusal ends the load before the commit.

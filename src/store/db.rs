@@ -35,7 +35,7 @@ macro_rules! fetch_actions {
     };
 }
 
-const ACTION_COLUMNS: &str = "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
+pub(super) const ACTION_COLUMNS: &str = "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
 
 /// The page cache of every SQLite connection, in KiB as `PRAGMA cache_size` takes it
 /// (negative): 32 MiB (the default is 2 MiB): projection indexes take random inserts,

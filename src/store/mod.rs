@@ -45,6 +45,21 @@ mod db;
 pub mod direct;
 pub use db::*;
 
+/// The columns of an action as the source gives it, in the order every statement, the
+/// snapshot format and the bench dumps use.
+pub const ACTION_FIELDS: [&str; 10] = [
+    "id",
+    "created",
+    "published",
+    "document_url",
+    "case_number",
+    "type_code",
+    "type_name",
+    "section",
+    "number_in_section",
+    "note",
+];
+
 /// Why a write was refused. Callers branch on these.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -134,5 +149,13 @@ impl From<crate::checkpoint::Refusal> for StoreError {
             }
             Refusal::OutOfOrder(why) => StoreError::OutOfOrder(why),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_statements_name_the_action_fields_in_order() {
+        assert_eq!(super::db::ACTION_COLUMNS, super::ACTION_FIELDS.join(", "));
     }
 }
