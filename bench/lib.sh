@@ -29,8 +29,16 @@ request = function()
   i = i % #vals + 1
   return wrk.format("GET", string.format("$2", vals[i]))
 end
+$(wrk_done "%.0f")
+LUA
+}
+
+# The `done` function of a wrk script: prints `RESULT requests req/s p50_ms p99_ms
+# errors`, requests a second in the format `$1` (`%.0f`, or `%.2f` for slow requests).
+wrk_done() {
+    cat <<LUA
 done = function(summary, latency, requests)
-  io.write(string.format("RESULT %d %.0f %.3f %.3f %d\n", summary.requests,
+  io.write(string.format("RESULT %d $1 %.3f %.3f %d\\n", summary.requests,
     summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
     latency:percentile(99) / 1000, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.timeout))
 end

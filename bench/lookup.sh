@@ -26,13 +26,9 @@ request = function()
   i = i % #bodies + 1
   return wrk.format("POST", "/v1/subjects/lookup", {["Content-Type"] = "application/json"}, bodies[i])
 end
-done = function(summary, latency, requests)
-  io.write(string.format("RESULT %d %.2f %.3f %.3f %d\\n", summary.requests,
-    summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
-    latency:percentile(99) / 1000, summary.errors.status + summary.errors.connect + summary.errors.read + summary.errors.timeout))
-end
 """)
 PY
+wrk_done "%.2f" >>"$W/lookup.lua"
 PORT=$((20000 + RANDOM % 20000))
 ISIR_DATABASE__URL="sqlite://$DB" ISIR_LOG=warn ISIR_API__BIND="127.0.0.1:$PORT" \
     ISIR_API__RATE_PER_SECOND=100000000 ISIR_API__BURST=100000000 "$BIN" serve >/dev/null 2>&1 &

@@ -55,21 +55,9 @@ fn main() {
         // PostgreSQL's COPY.
         if let Ok(path) = std::env::var("ISIR_DUMP_ACTIONS") {
             let mut w = csv::Writer::from_path(&path).unwrap();
-            w.write_record([
-                "id",
-                "created",
-                "published",
-                "document_url",
-                "case_number",
-                "type_code",
-                "type_name",
-                "section",
-                "number_in_section",
-                "note",
-                "stored_at",
-                "epoch",
-            ])
-            .unwrap();
+            let mut header = isir::store::ACTION_FIELDS.to_vec();
+            header.extend(["stored_at", "epoch"]);
+            w.write_record(&header).unwrap();
             for p in &pages {
                 for r in &p.records {
                     let a = &r.action;

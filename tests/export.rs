@@ -332,15 +332,7 @@ async fn nightly_keeps_and_schedules() {
         projection::catch_up(&app.store, n, 5000).await.unwrap();
     }
     let dir = tempfile::tempdir().unwrap();
-    let n = isir::export::Nightly {
-        at: isir::export::parse_schedule("02:30").unwrap(),
-        dir: dir.path().to_path_buf(),
-        keep: 2,
-        gzip: true,
-        include_pii: false,
-        formula_guard: true,
-        tables: Table::ALL.to_vec(),
-    };
+    let n = common::nightly(dir.path(), 2, false);
     let mut last = None;
     for _ in 0..3 {
         let m = isir::export::nightly_once(&app.store, &n).await.unwrap();

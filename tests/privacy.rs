@@ -744,15 +744,7 @@ async fn csv_cells_cannot_be_formulas_postgres() {
 async fn erasure_reaches_kept_exports(b: Backend) {
     let Replica { sim, app, _g, _db } = replica(b, 20_000, true, true).await;
     let dir = tempfile::tempdir().unwrap();
-    let n = isir::export::Nightly {
-        at: isir::export::parse_schedule("02:30").unwrap(),
-        dir: dir.path().to_path_buf(),
-        keep: 5,
-        gzip: true,
-        include_pii: true,
-        formula_guard: true,
-        tables: isir::export::Table::ALL.to_vec(),
-    };
+    let n = common::nightly(dir.path(), 5, true);
     let first = isir::export::nightly_once(&app.store, &n).await.unwrap();
     let before: std::collections::HashSet<String> = sim
         .truth_debtors()

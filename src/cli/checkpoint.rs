@@ -52,16 +52,15 @@ pub async fn run(app: &App, cmd: CheckpointCmd) -> anyhow::Result<Exit> {
                     Ok(Exit::Ok)
                 }
                 SetByHand::LeaseHeld { holder, expires_at } => {
-                    if out.json {
-                        out.print(&r, String::new)?;
-                    } else {
-                        eprintln!(
-                            "refused: the lease is held by {holder} until {}; stop the daemon first",
+                    out.refused(
+                        &r,
+                        &format!(
+                            "the lease is held by {holder} until {}; stop the daemon first",
                             expires_at
                                 .map(crate::store::fmt_ms)
                                 .unwrap_or_else(|| "unknown".into())
-                        );
-                    }
+                        ),
+                    )?;
                     Ok(Exit::LeaseHeld)
                 }
             }

@@ -72,6 +72,15 @@ impl Output {
         }
         Ok(())
     }
+    /// Prints a refusal: `value` as JSON on stdout, or `refused: {why}` on stderr.
+    pub fn refused<T: serde::Serialize>(self, value: &T, why: &str) -> anyhow::Result<()> {
+        if self.json {
+            println!("{}", serde_json::to_string_pretty(value)?);
+        } else {
+            eprintln!("refused: {why}");
+        }
+        Ok(())
+    }
 }
 
 #[derive(Subcommand, Debug)]

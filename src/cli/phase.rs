@@ -49,14 +49,10 @@ pub async fn run(app: &App, cmd: PhaseCmd) -> anyhow::Result<Exit> {
                 && to >= Phase::Serve
                 && let Some(why) = refusal(app).await?
             {
-                if out.json {
-                    out.print(
-                        &serde_json::json!({ "refused": why, "phase": current }),
-                        String::new,
-                    )?;
-                } else {
-                    eprintln!("refused: {why}");
-                }
+                out.refused(
+                    &serde_json::json!({ "refused": why, "phase": current }),
+                    &why,
+                )?;
                 return Ok(Exit::Refused);
             }
             app.store.set_setting("phase", to.as_str()).await?;

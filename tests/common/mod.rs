@@ -288,3 +288,17 @@ pub fn export_opts(out: &std::path::Path) -> isir::export::ExportOptions {
         progress: false,
     }
 }
+
+/// A nightly schedule into `dir` at 02:30 of every table, gzipped, with the formula
+/// guard, keeping `keep` exports.
+pub fn nightly(dir: &std::path::Path, keep: usize, include_pii: bool) -> isir::export::Nightly {
+    isir::export::Nightly {
+        at: isir::export::parse_schedule("02:30").unwrap(),
+        dir: dir.to_path_buf(),
+        keep,
+        gzip: true,
+        include_pii,
+        formula_guard: true,
+        tables: isir::export::Table::ALL.to_vec(),
+    }
+}
