@@ -982,6 +982,22 @@ async fn lookups_and_lists(b: Backend) {
     asked.push(known[0].clone()); // a repeat answers once
     let (s, body) = post(serde_json::json!({ "ico": asked }), None).await;
     assert_eq!(s, 200, "{body}");
+    // Without the pii scope nothing personal of a natural debtor leaves (traders have
+    // an IČO and a birth number): not the birth number, not the register's person ID.
+    let text = body.to_string();
+    for d in sim.truth_debtors() {
+        if let Some(rc) = &d.person.birth_number {
+            assert!(
+                !text.contains(rc.as_str()),
+                "birth number {rc} in an unscoped lookup"
+            );
+            assert!(
+                !text.contains(d.person.id.trim()),
+                "person ID {} in an unscoped lookup",
+                d.person.id.trim()
+            );
+        }
+    }
     let results = body["results"].as_array().unwrap();
     assert_eq!(results.len(), known.len() + unknown.len());
     assert_eq!(results[3]["value"], unknown[0], "in the order given");
@@ -1009,6 +1025,33 @@ async fn lookups_and_lists(b: Backend) {
                     );
                 }
             }
+        }
+    }
+    // Debtors erased under § 425 stay gone from a lookup, for every key.
+    let erased: Vec<(String, String)> = sim
+        .truth_debtors()
+        .into_iter()
+        .filter(|d| d.erased)
+        .filter_map(|d| Some((d.person.ico.clone()?, d.case_number)))
+        .collect();
+    assert!(
+        !erased.is_empty(),
+        "the fixture erases some company debtors"
+    );
+    let icos: Vec<&String> = erased.iter().map(|(i, _)| i).collect();
+    let (s, body) = post(serde_json::json!({ "ico": icos }), Some("secret-analyst")).await;
+    assert_eq!(s, 200, "{body}");
+    for r in body["results"].as_array().unwrap() {
+        for p in r["subjects"].as_array().unwrap() {
+            let case = p["case_number"].as_str().unwrap();
+            assert!(
+                !(p["role"] == "DLUŽNÍK"
+                    && erased
+                        .iter()
+                        .any(|(i, c)| c == case && r["value"] == i.as_str())),
+                "erased debtor {} of {case} in a lookup",
+                r["value"]
+            );
         }
     }
     // Birth numbers: only with the scope, and then answered from the truth.
