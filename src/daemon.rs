@@ -1,5 +1,6 @@
 //! The long-running processes, composed from their parts: the writer's daemon (poller,
-//! projector, nightly export and the HTTP server, until a shutdown signal) and the
+//! projector, watchlist notifier, nightly export and the HTTP server, until a shutdown
+//! signal) and the
 //! read-only server of `isir serve`.
 //!
 //! Owns what runs beside what, and that every task it spawns stops with the shutdown
@@ -98,6 +99,15 @@ pub async fn run(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Resu
         },
         shutdown.clone(),
     ));
+    // The watchlists' notifier: its own cursors, its own tasks; nothing here waits for it.
+    let notifier = tokio::spawn(crate::watchlist::notify::run(
+        app.store.clone(),
+        crate::watchlist::notify::NotifierOptions::from_settings(
+            &app.settings.watch,
+            app.lease.holder(),
+        ),
+        shutdown.clone(),
+    ));
     loop {
         let tick = poller.poll_once_until(&shutdown).await;
         if let (Some(b), Some(head), Some(cp)) = (&bar, tick.head, tick.checkpoint) {
@@ -116,6 +126,7 @@ pub async fn run(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Resu
     }
     poller.release().await;
     let _ = projector.await;
+    let _ = notifier.await;
     let _ = api.await;
     if let Some(n) = nightly {
         let _ = n.await;

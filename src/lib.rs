@@ -34,6 +34,7 @@ pub mod export;
 pub mod http;
 pub mod read;
 pub mod status;
+pub mod watchlist;
 pub mod web;
 
 // Composition: the parts built from the settings, the processes, the command line.

@@ -49,8 +49,8 @@ pub async fn round(store: &Store, chunk: i64, shutdown: &watch::Receiver<bool>) 
     ok
 }
 
-/// Whether the stored phase includes `project`.
-async fn projects(store: &Store) -> bool {
+/// Whether the stored phase includes `project` (the projector's and the notifier's gate).
+pub async fn projects(store: &Store) -> bool {
     store
         .setting("phase")
         .await

@@ -63,6 +63,35 @@ pub struct Status {
     pub progress: Option<f64>,
     /// Actions stored per hour over the last three days: (hour start in ms, actions).
     pub stored_per_hour: Vec<(i64, i64)>,
+    /// Watchlists and their notifier: cursor, lag behind the watermark, failing state.
+    pub watchlists: Vec<WatchStatus>,
+}
+
+/// A watchlist as the status shows it.
+#[derive(Debug, Serialize)]
+pub struct WatchStatus {
+    #[serde(flatten)]
+    pub list: crate::watchlist::Watchlist,
+    /// Feed positions between the delivered cursor and the projection watermark (an upper
+    /// bound of what is left to deliver); `None` without a webhook.
+    pub lag_ids: Option<i64>,
+}
+
+/// The watchlists with their lag behind `watermark`.
+pub async fn watch_status(store: &Store, watermark: Option<i64>) -> Vec<WatchStatus> {
+    crate::watchlist::list(store)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|l| WatchStatus {
+            lag_ids: l
+                .webhook_url
+                .as_ref()
+                .and(watermark)
+                .map(|w| (w - l.cursor).max(0)),
+            list: l,
+        })
+        .collect()
 }
 
 /// A rough ETA from the budget: pages left at 1000 IDs... per request, limited by both
@@ -171,6 +200,7 @@ pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
             let all = (h - start).max(1);
             (done as f64 / all as f64).clamp(0.0, 1.0)
         }),
+        watchlists: watch_status(&app.store, watermark).await,
         stored_per_hour: app
             .store
             .stored_per_hour(crate::store::now_ms() - 72 * 3_600_000)

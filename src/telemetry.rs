@@ -24,6 +24,31 @@ pub enum Kind {
 
 /// Every metric: name, kind, unit, help text.
 pub const CATALOGUE: &[(&str, Kind, Option<Unit>, &str)] = &[
+    // Watchlists and their notifier.
+    (
+        "isir_watch_deliveries_total",
+        Kind::Counter,
+        None,
+        "Webhook delivery attempts of watchlist batches, by outcome (delivered, failed).",
+    ),
+    (
+        "isir_watch_events_delivered_total",
+        Kind::Counter,
+        None,
+        "Watchlist events delivered to webhooks (acknowledged with a 2xx).",
+    ),
+    (
+        "isir_watch_failing",
+        Kind::Gauge,
+        None,
+        "1 when a watchlist's pending batch has failed for longer than watch.failing_after_secs; by list. Read from the store at scrape time.",
+    ),
+    (
+        "isir_watch_lag_ids",
+        Kind::Gauge,
+        None,
+        "Feed positions between a watchlist's delivered cursor and the projection watermark; by list. Read from the store at scrape time.",
+    ),
     (
         "isir_build_info",
         Kind::Gauge,

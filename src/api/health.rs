@@ -39,6 +39,25 @@ pub(crate) async fn metrics_text(State(state): State<ReadState>) -> Response {
                 }
             }
         }
+        let watermark = crate::projection::metas(&src.store)
+            .await
+            .ok()
+            .and_then(|ms| {
+                ms.iter()
+                    .filter(|m| !m.name.contains('#'))
+                    .map(|m| m.cursor)
+                    .min()
+            });
+        for w in crate::status::watch_status(&src.store, watermark).await {
+            if w.list.webhook_url.is_none() {
+                continue;
+            }
+            metrics::gauge!("isir_watch_failing", "list" => w.list.name.clone())
+                .set(w.list.failing as f64);
+            if let Some(l) = w.lag_ids {
+                metrics::gauge!("isir_watch_lag_ids", "list" => w.list.name.clone()).set(l as f64);
+            }
+        }
         if let Ok(Some(at)) = src.store.last_successful_tick().await {
             metrics::gauge!("isir_last_successful_tick_timestamp_seconds").set(at as f64 / 1000.0);
         }

@@ -2,8 +2,8 @@
 //! counts, served from the projections with the projection watermark on every answer;
 //! the operations endpoints (`/healthz`, `/readyz`, `/openapi.json`, `/metrics`).
 //!
-//! One file per resource (`cases`, `subjects` and its bulk `lookup`, `events`, `stats`,
-//! `health`), with the
+//! One file per resource (`cases`, `subjects` and its bulk `lookup`, `events`,
+//! `watchlists` (a list's feed), `stats`, `health`), with the
 //! representations (`format`), paging (`pagination`), parameter descriptions (`params`)
 //! and the OpenAPI document (`openapi`) in their own. It reads through [`crate::read`]
 //! only: it never imports the source client, never reads `actions`, has no route that
@@ -19,6 +19,7 @@ mod pagination;
 pub mod params;
 mod stats;
 mod subjects;
+mod watchlists;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -38,6 +39,10 @@ pub fn router(state: ReadState) -> Router {
         .route("/v1/cases", get(cases::case_list))
         .route("/v1/events", get(events::events))
         .route("/v1/stats", get(stats::stats))
+        .route(
+            "/v1/watchlists/{name}/events",
+            get(watchlists::watch_events),
+        )
         .with_state(state)
 }
 

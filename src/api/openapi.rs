@@ -63,6 +63,41 @@ pub struct EventList {
     pub watermark: Watermark,
 }
 
+/// A watched subject through which an event is in a watchlist's feed.
+#[derive(ToSchema, Serialize)]
+#[allow(dead_code)]
+pub struct Watched {
+    /// `ico`, `rc` or `case`.
+    pub kind: String,
+    /// The entry; `null` for a birth number without the `pii` scope.
+    pub key: Option<String>,
+}
+
+/// An event of a watchlist's feed: a timeline event and where it stands in the feed.
+#[derive(ToSchema, Serialize)]
+#[allow(dead_code)]
+pub struct WatchEvent {
+    #[serde(flatten)]
+    pub event: Event,
+    /// Its place in the list's feed (the `after` of the next page): its action ID, or
+    /// for the actions of a case before its watched debtor was named (the petition),
+    /// the action that named the debtor.
+    pub position: i64,
+    /// The action that first makes a watched subject a party of the case (for a debtor:
+    /// a new petition against a watched subject).
+    pub new_party: bool,
+    /// The list's entries that make this event part of the feed.
+    pub watched: Vec<Watched>,
+}
+
+#[derive(ToSchema, Serialize)]
+#[allow(dead_code)]
+pub struct WatchEventList {
+    pub events: Vec<WatchEvent>,
+    pub next: Option<String>,
+    pub watermark: Watermark,
+}
+
 #[derive(ToSchema, Serialize)]
 #[allow(dead_code)]
 pub struct SubjectList {
@@ -159,12 +194,13 @@ impl Modify for Security {
         super::lookup::lookup,
         super::events::events,
         super::stats::stats,
+        super::watchlists::watch_events,
         super::health::healthz,
         super::health::readyz,
         super::health::metrics_text,
         super::health::openapi_json,
     ),
-    components(schemas(Problem, Watermark, Event, CaseAnswer, CaseList, EventList, SubjectList, Stats, Health, Ready,
+    components(schemas(Problem, Watermark, Event, CaseAnswer, CaseList, EventList, Watched, WatchEvent, WatchEventList, SubjectList, Stats, Health, Ready,
         super::lookup::LookupRequest, super::lookup::LookupResult, super::lookup::LookupAnswer)),
     modifiers(&Security),
     security((), ("api_key" = []), ("bearer" = [])),

@@ -287,3 +287,17 @@ pub(crate) fn court_param(q: &Params) -> Result<Option<&'static crate::codes::Co
             }),
     }
 }
+
+/// The parameters of a watchlist's change feed.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct WatchEventParams {
+    /// Only events at a greater feed position (the `position` of the last event read;
+    /// default: the list's creation watermark).
+    after: Option<i64>,
+    #[param(minimum = 1)]
+    limit: Option<i64>,
+    #[param(inline)]
+    format: Option<ListFormat>,
+}

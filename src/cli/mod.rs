@@ -16,6 +16,7 @@ mod project;
 mod snapshot;
 mod source;
 mod status;
+mod watch;
 
 use std::path::PathBuf;
 
@@ -132,6 +133,12 @@ pub enum Command {
         #[command(subcommand)]
         cmd: phase::PhaseCmd,
     },
+    /// Watchlists: named sets of IČOs, birth numbers and cases whose change feed
+    /// creditors read (`/v1/watchlists/NAME/events`) or get by webhook.
+    Watch {
+        #[command(subcommand)]
+        cmd: watch::WatchCmd,
+    },
     /// Print a shell completion script (e.g. `isir completions bash >
     /// /etc/bash_completion.d/isir`).
     Completions {
@@ -218,6 +225,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<Exit> {
                 Command::Snapshot { cmd } => snapshot::run(&app, cmd).await?,
                 Command::Project { cmd } => project::run(&app, cmd).await?,
                 Command::Phase { cmd } => phase::run(&app, cmd).await?,
+                Command::Watch { cmd } => watch::run(&app, cmd).await?,
                 Command::Sim(_)
                 | Command::Demo(_)
                 | Command::Serve

@@ -60,8 +60,36 @@ pub async fn run(app: &App, cmd: ProjectCmd) -> anyhow::Result<Exit> {
                     v
                 })
                 .collect();
-            out.print(&serde_json::json!({ "checkpoint": head, "builders": rows }), || {
-                metas
+            let watermark = metas
+                .iter()
+                .filter(|m| !m.name.contains('#'))
+                .map(|m| m.cursor)
+                .min();
+            let notifiers: Vec<_> = crate::status::watch_status(&app.store, watermark)
+                .await
+                .into_iter()
+                .filter(|w| w.list.webhook_url.is_some())
+                .collect();
+            out.print(&serde_json::json!({ "checkpoint": head, "builders": rows, "notifiers": notifiers }), || {
+                let notes: String = notifiers
+                    .iter()
+                    .map(|w| {
+                        format!(
+                            "notify:{:<9} cursor {:>12} lag {:>10} IDs  delivered {} events{}{}\n",
+                            w.list.name,
+                            w.list.cursor,
+                            w.lag_ids.unwrap_or(0),
+                            w.list.delivered_events,
+                            if w.list.failing == 1 { "  FAILING" } else { "" },
+                            w.list
+                                .last_error
+                                .as_ref()
+                                .map(|e| format!("  last error: {e}"))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .collect();
+                let builders: String = metas
                     .iter()
                     .map(|m| {
                         format!(
@@ -81,7 +109,8 @@ pub async fn run(app: &App, cmd: ProjectCmd) -> anyhow::Result<Exit> {
                                 .unwrap_or_default()
                         )
                     })
-                    .collect()
+                    .collect();
+                builders + &notes
             })?;
             Ok(Exit::Ok)
         }

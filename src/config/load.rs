@@ -63,6 +63,32 @@ impl Settings {
         );
         check(self.export.keep >= 1, "export.keep", "must be at least 1");
         check(
+            (1..=1000).contains(&self.watch.batch),
+            "watch.batch",
+            "must be 1-1000",
+        );
+        check(
+            self.watch.every_ms >= 10,
+            "watch.every_ms",
+            "must be at least 10",
+        );
+        check(
+            self.watch.timeout_secs >= 1,
+            "watch.timeout_secs",
+            "must be at least 1",
+        );
+        check(
+            self.watch.retry_min_ms >= 1
+                && self.watch.retry_max_secs * 1000 >= self.watch.retry_min_ms,
+            "watch.retry_max_secs",
+            "must be at least watch.retry_min_ms (and that at least 1)",
+        );
+        check(
+            self.watch.claim_ttl_secs > self.watch.timeout_secs,
+            "watch.claim_ttl_secs",
+            "must be longer than watch.timeout_secs",
+        );
+        check(
             self.export
                 .tables
                 .iter()
@@ -194,6 +220,23 @@ impl Settings {
                 k.sha256.len() == 64 && k.sha256.chars().all(|c| c.is_ascii_hexdigit()),
                 "api.keys.sha256",
                 "must be 64 hex digits (the SHA-256 of the key, never the key itself)",
+            );
+            check(
+                k.scopes.iter().all(|s| {
+                    s == "pii"
+                        || s.strip_prefix("watch:").is_some_and(|n| {
+                            n == "*"
+                                || (!n.is_empty()
+                                    && n.bytes().all(|b| {
+                                        b.is_ascii_lowercase()
+                                            || b.is_ascii_digit()
+                                            || b == b'-'
+                                            || b == b'_'
+                                    }))
+                        })
+                }),
+                "api.keys.scopes",
+                "each `pii`, `watch:NAME` (one watchlist) or `watch:*` (every watchlist)",
             );
         }
         check(

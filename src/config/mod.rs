@@ -27,7 +27,52 @@ pub struct Settings {
     pub api: ApiSettings,
     pub admin: AdminSettings,
     pub export: ExportSettings,
+    pub watch: WatchSettings,
     pub log: LogSettings,
+}
+
+/// Watchlists and their webhook notifier (`isir watch`, `/v1/watchlists`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WatchSettings {
+    /// Webhooks may go to loopback, private and link-local addresses. Off: a webhook is
+    /// an outbound request an operator configures, and must not become a way into the
+    /// internal network (tests and a receiver on the same host set it).
+    pub allow_private_targets: bool,
+    /// Milliseconds between the notifier's looks for new events. 5000: a new petition is
+    /// delivered within seconds of its projection, at one cheap query per list.
+    pub every_ms: u64,
+    /// Events a delivery carries at most. 100: a receiver's request stays small.
+    pub batch: i64,
+    /// Seconds one delivery attempt may take. 10.
+    pub timeout_secs: u64,
+    /// Milliseconds before the first retry; doubled per failure up to `retry_max_secs`,
+    /// with jitter. 1000.
+    pub retry_min_ms: u64,
+    /// The longest wait between retries, in seconds. 600: a receiver back from an outage
+    /// gets its backlog within ten minutes.
+    pub retry_max_secs: u64,
+    /// A list whose pending batch has failed this long is marked failing (status page,
+    /// metric, `watch show`). 3600.
+    pub failing_after_secs: u64,
+    /// Seconds a notifier's claim on a list lasts without renewal: a crashed daemon's
+    /// lists are delivered by the next one after it. 60.
+    pub claim_ttl_secs: u64,
+}
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        Self {
+            allow_private_targets: false,
+            every_ms: 5000,
+            batch: 100,
+            timeout_secs: 10,
+            retry_min_ms: 1000,
+            retry_max_secs: 600,
+            failing_after_secs: 3600,
+            claim_ttl_secs: 60,
+        }
+    }
 }
 
 /// The nightly CSV export.

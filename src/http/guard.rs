@@ -168,6 +168,7 @@ async fn admit(state: &Guard, mut req: Request, next: Next) -> Response {
             Some(k) => {
                 caller.key = Some(k.name.clone());
                 caller.pii = k.scopes.iter().any(|s| s == "pii");
+                caller.scopes = k.scopes.clone();
             }
             None => unknown = true,
         }

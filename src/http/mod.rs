@@ -36,13 +36,25 @@ pub fn router(state: ReadState) -> Router {
     if !state.admin.separate {
         r = r.merge(operator_routes(state.clone(), g.clone()));
     }
-    protect(r.route_layer(axum::middleware::from_fn_with_state(g, guard::guard)))
+    protect(
+        r.route_layer(axum::middleware::from_fn_with_state(g, guard::guard)),
+        MAX_BODY,
+    )
 }
 
-/// The operator surfaces alone (with `/healthz`), for `admin.bind`.
+/// The operator surfaces alone (with `/healthz`), for `admin.bind`, and the watchlist
+/// management routes, which only this listener serves (behind the admin key, with a body
+/// limit for a list of 100 000 entries).
 pub fn admin_router(state: ReadState) -> Router {
     let g = guard::Guard::new(&state.opts, &state.admin);
-    protect(operator_routes(state, g).merge(crate::api::health_router()))
+    let manage = crate::watchlist::admin::router(state.clone()).route_layer(
+        axum::middleware::from_fn_with_state(g.clone(), guard::admin),
+    );
+    let small = protect(
+        operator_routes(state, g).merge(crate::api::health_router()),
+        MAX_BODY,
+    );
+    small.merge(protect(manage, crate::watchlist::admin::MAX_ADMIN_BODY))
 }
 
 fn operator_routes(state: ReadState, g: guard::Guard) -> Router {
@@ -51,11 +63,11 @@ fn operator_routes(state: ReadState, g: guard::Guard) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(g, guard::admin))
 }
 
-fn protect(r: Router) -> Router {
+fn protect(r: Router, max_body: usize) -> Router {
     r.layer(axum::middleware::from_fn(guard::unrouted))
         .layer(axum::middleware::from_fn(guard::headers))
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(max_body))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,
             REQUEST_TIMEOUT,
@@ -124,6 +136,7 @@ pub fn state(
     .with_admin(crate::read::AdminOptions {
         separate: settings.admin.bind.is_some(),
         key_sha256: settings.admin.key_sha256.clone(),
+        allow_private_targets: settings.watch.allow_private_targets,
     })
 }
 

@@ -71,14 +71,28 @@ pub struct AdminOptions {
     pub separate: bool,
     /// SHA-256 (hex) of the admin key they require.
     pub key_sha256: Option<String>,
+    /// Webhooks of watchlists made on the admin listener may target internal addresses
+    /// (`watch.allow_private_targets`).
+    pub allow_private_targets: bool,
 }
 
 /// Who is asking, as the HTTP guard established it (put into the request's
-/// extensions): the key's name and whether it has the `pii` scope.
+/// extensions): the key's name, whether it has the `pii` scope, and its other scopes
+/// (`watch:NAME` reads watchlist NAME, `watch:*` every list).
 #[derive(Clone, Debug, Default)]
 pub struct Caller {
     pub key: Option<String>,
     pub pii: bool,
+    pub scopes: Vec<String>,
+}
+
+impl Caller {
+    /// Whether the key may read watchlist `name`.
+    pub fn reads_list(&self, name: &str) -> bool {
+        self.scopes
+            .iter()
+            .any(|s| s == "watch:*" || s.strip_prefix("watch:") == Some(name))
+    }
 }
 
 /// What every handler reads, shared behind one `Arc`: a request clones the state a few

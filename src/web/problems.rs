@@ -31,6 +31,18 @@ pub const KINDS: &[(&str, u16, &str, &str)] = &[
         "Use an API key with the `pii` scope, or search by IČO or name.",
     ),
     (
+        "watchlist-scope",
+        403,
+        "A watchlist's change feed is read only with an API key scoped to that list (`watch:NAME`).",
+        "Ask the operator for a key with the list's scope; `isir watch list` names the lists.",
+    ),
+    (
+        "conflict",
+        409,
+        "The change conflicts with what exists (a watchlist of that name).",
+        "Choose another name, or remove the existing one first.",
+    ),
+    (
         "unknown-key",
         401,
         "The API key (X-API-Key or Authorization: Bearer) is not configured here.",

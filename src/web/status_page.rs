@@ -165,6 +165,40 @@ pub fn render(s: &Status) -> String {
     }
     o.push_str("</table>");
 
+    o.push_str("<h2>Watchlists</h2>");
+    if s.watchlists.is_empty() {
+        o.push_str("<p id=\"watchlists\">none (<code>isir watch add</code>)</p>");
+    } else {
+        o.push_str("<table id=\"watchlists\"><tr><th>List</th><th class=\"num\">Entries</th><th class=\"num\">Cursor</th><th class=\"num\">Lag (IDs)</th><th class=\"num\">Delivered</th><th>State</th></tr>");
+        for w in &s.watchlists {
+            let l = &w.list;
+            let state = if l.webhook_url.is_none() {
+                "<span>API only</span>".to_string()
+            } else if l.failing == 1 {
+                format!(
+                    "<span class=\"bad\">failing since {}: {}</span>",
+                    escape(&l.failing_since.map(fmt_ms).unwrap_or_default()),
+                    escape(l.last_error.as_deref().unwrap_or(""))
+                )
+            } else if let Some(e) = &l.last_error {
+                format!("<span class=\"bad\">retrying: {}</span>", escape(e))
+            } else {
+                "<span class=\"ok\">ok</span>".into()
+            };
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\" id=\"watch-{}-lag\">{}</td><td class=\"num\">{}</td><td>{state}</td></tr>",
+                escape(&l.name),
+                l.entries,
+                l.cursor,
+                escape(&l.name),
+                opt(w.lag_ids),
+                l.delivered_events,
+            );
+        }
+        o.push_str("</table>");
+    }
+
     let a = &s.api;
     let _ = write!(
         o,

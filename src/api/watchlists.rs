@@ -1,0 +1,107 @@
+//! A watchlist's change feed (`/v1/watchlists/{name}/events`): the actions of the cases
+//! in which a watched subject is a party in a watched role, after the list's creation,
+//! in feed order, for API keys scoped to the list (`watch:NAME`).
+//!
+//! Reads the list and the projections through [`crate::watchlist::feed`] in one
+//! snapshot; never writes (lists are managed on the admin listener and by `isir watch`).
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+
+use super::format::{format_of, respond_list};
+use super::pagination::limit;
+use super::params::{Params, WatchEventParams, only};
+use crate::projection::columns;
+use crate::read::{Caller, Problem, ReadState, watermark};
+use crate::watchlist::{Roles, feed};
+
+/// The columns of a watchlist event in CSV: the timeline's, then the feed's own.
+pub(crate) fn watch_columns() -> Vec<&'static str> {
+    let mut c = columns::EVENT_COLUMNS.to_vec();
+    c.extend(["position", "new_party", "watched"]);
+    c
+}
+
+/// A watchlist's change feed, in feed order (position, then action ID).
+#[utoipa::path(get, path = "/v1/watchlists/{name}/events", tag = "watchlists",
+    params(("name" = String, Path, description = "The watchlist's name"), crate::api::params::WatchEventParams),
+    responses(
+        (status = 200, description = "A page of the list's feed; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+                ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
+            content((crate::api::openapi::WatchEventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        (status = 404, description = "No such watchlist", body = Problem, content_type = "application/problem+json"),
+        crate::api::openapi::V1Errors,
+    ))]
+pub(crate) async fn watch_events(
+    State(state): State<ReadState>,
+    Path(name): Path<String>,
+    q: Params,
+    headers: HeaderMap,
+    caller: Option<axum::Extension<Caller>>,
+) -> Result<Response, Problem> {
+    let caller = caller.map(|c| c.0).unwrap_or_default();
+    if !caller.reads_list(&name) {
+        return Err(Problem::new(
+            StatusCode::FORBIDDEN,
+            "watchlist-scope",
+            "a watchlist's feed needs an API key with the scope `watch:<name>` of that list",
+        ));
+    }
+    only::<WatchEventParams>(&q, &[])?;
+    let format = format_of(&q, &headers)?;
+    let limit = limit(&state, &q)?;
+    let after: Option<i64> = match q.get("after") {
+        None => None,
+        Some(a) => Some(
+            a.parse()
+                .map_err(|_| Problem::bad(format!("after {a:?} is not a feed position")))?,
+        ),
+    };
+    let (mut tx, wm) = watermark::open(&state).await?;
+    let row = tx
+        .texts(
+            "SELECT roles || '|' || created_watermark FROM watchlists WHERE name = $1",
+            &[name.as_str().into()],
+        )
+        .await?;
+    let Some((roles, created)) = row.first().and_then(|r| {
+        let (a, b) = r.split_once('|')?;
+        Some((Roles::parse(a)?, b.parse::<i64>().ok()?))
+    }) else {
+        return Err(Problem::not_found(format!("no watchlist named {name:?}")));
+    };
+    let after = after.unwrap_or(created);
+    let page = feed::page(
+        &mut tx,
+        &name,
+        roles,
+        created,
+        after,
+        wm.action_id,
+        limit,
+        caller.pii,
+    )
+    .await?;
+    tx.commit().await?;
+    let next = page.next.map(|p| {
+        let f = q
+            .get("format")
+            .map(|f| format!("&format={f}"))
+            .unwrap_or_default();
+        format!(
+            "/v1/watchlists/{}/events?after={p}&limit={limit}{f}",
+            crate::read::params::url_escape(&name)
+        )
+    });
+    Ok(respond_list(
+        &wm,
+        &headers,
+        format,
+        "events",
+        page.events,
+        next,
+        &watch_columns(),
+    ))
+}

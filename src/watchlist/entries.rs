@@ -1,0 +1,288 @@
+//! A watchlist's entries: what a watched subject is (an IČO, a birth number or a case
+//! number), how each is validated (the IČO's check digit, the birth number's form and
+//! check digit, the case number's form), and the CSV import that reports every bad line
+//! by number and imports nothing when any line is bad.
+//!
+//! Owns validation and normalisation only: it never touches the store.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::projection::fold::{ico_key, rc_key};
+
+/// What kind of subject an entry watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Ico,
+    Rc,
+    Case,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Ico => "ico",
+            Kind::Rc => "rc",
+            Kind::Case => "case",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        match s {
+            "ico" => Some(Kind::Ico),
+            "rc" => Some(Kind::Rc),
+            "case" => Some(Kind::Case),
+            _ => None,
+        }
+    }
+}
+
+/// One watched subject, normalised as the parties projection keys it (`ico`: 8 digits;
+/// `rc`: `NNNNNN/NNNN`; `case`: `INS n/yyyy`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Entry {
+    pub kind: Kind,
+    pub key: String,
+}
+
+/// An IČO with a valid check digit: 8 digits (shorter ones are zero-padded, as the
+/// register writes them), weights 8..2 over the first seven, `(11 - sum % 11) % 10`.
+pub fn ico(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    if t.is_empty() || t.len() > 8 || !t.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!("IČO {t:?} is not up to 8 digits"));
+    }
+    let d = format!("{t:0>8}");
+    let b = d.as_bytes();
+    let sum: u32 = (0..7)
+        .map(|i| u32::from(b[i] - b'0') * (8 - i as u32))
+        .sum();
+    let check = (11 - sum % 11) % 10;
+    if u32::from(b[7] - b'0') != check {
+        return Err(format!("IČO {t:?} has a wrong check digit"));
+    }
+    Ok(ico_key(&d))
+}
+
+/// A birth number (rodné číslo) in its form: `YYMMDD/XXXX` (since 1954) or `YYMMDD/XXX`
+/// (before), slash optional; month 1–12, +50 for women, +20 or +70 when the day's numbers
+/// ran out (since 2004); a valid day; ten digits divisible by 11 (or the first nine
+/// giving 10 with a last digit of 0).
+pub fn rc(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let digits: String = t.chars().filter(|c| *c != '/').collect();
+    let slash_ok = match t.find('/') {
+        None => true,
+        Some(i) => i == 6 && t.matches('/').count() == 1,
+    };
+    if !slash_ok || !(9..=10).contains(&digits.len()) || !digits.chars().all(|c| c.is_ascii_digit())
+    {
+        return Err(format!(
+            "birth number {t:?} is not in the form YYMMDD/XXXX (or YYMMDD/XXX before 1954)"
+        ));
+    }
+    let n = |a: usize| digits[a..a + 2].parse::<u32>().unwrap_or(0);
+    let (yy, mm, dd) = (n(0), n(2), n(4));
+    let month = match mm {
+        1..=12 => mm,
+        21..=32 => mm - 20,
+        51..=62 => mm - 50,
+        71..=82 => mm - 70,
+        _ => 0,
+    };
+    if month == 0 || dd == 0 || dd > 31 {
+        return Err(format!("birth number {t:?} has no valid date"));
+    }
+    if digits.len() == 9 {
+        if yy >= 54 {
+            return Err(format!(
+                "birth number {t:?} has nine digits, which only numbers before 1954 have"
+            ));
+        }
+    } else {
+        let all: u64 = digits.parse().unwrap_or(1);
+        let head = all / 10;
+        let ok = all % 11 == 0 || (head % 11 == 10 && all % 10 == 0);
+        if !ok {
+            return Err(format!("birth number {t:?} has a wrong check digit"));
+        }
+    }
+    Ok(rc_key(&digits))
+}
+
+/// A case number `INS n/yyyy` (the feed's nationwide numbering).
+pub fn case(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let ok = t
+        .strip_prefix("INS ")
+        .and_then(|r| r.split_once('/'))
+        .is_some_and(|(n, y)| {
+            n.parse::<u32>().is_ok_and(|n| n > 0)
+                && y.len() == 4
+                && y.parse::<u32>().is_ok_and(|y| (2008..=2100).contains(&y))
+                && !n.starts_with('0')
+        });
+    if !ok {
+        return Err(format!(
+            "case {t:?} is not a case number such as `INS 4711/2026`"
+        ));
+    }
+    Ok(t.to_string())
+}
+
+/// One entry of `kind` from text.
+pub fn entry(kind: Kind, value: &str) -> Result<Entry, String> {
+    let key = match kind {
+        Kind::Ico => ico(value)?,
+        Kind::Rc => rc(value)?,
+        Kind::Case => case(value)?,
+    };
+    Ok(Entry { kind, key })
+}
+
+/// A bad line of an import (1-based, the header being line 1) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BadLine {
+    pub line: u64,
+    pub error: String,
+}
+
+/// Reads a CSV file of entries: a header naming its columns, any of `ico`, `rc` (or
+/// `birth_number`) and `case` (or `case_number`), other columns ignored; an empty cell is
+/// skipped. Every bad line is reported (all of them, not the first); with any bad line
+/// nothing is returned.
+pub fn from_csv(text: &[u8]) -> Result<BTreeSet<Entry>, Vec<BadLine>> {
+    let mut r = csv::ReaderBuilder::new()
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_reader(text);
+    let header = match r.headers() {
+        Ok(h) => h.clone(),
+        Err(e) => {
+            return Err(vec![BadLine {
+                line: 1,
+                error: format!("the header is not CSV: {e}"),
+            }]);
+        }
+    };
+    let cols: Vec<(usize, Kind)> = header
+        .iter()
+        .enumerate()
+        .filter_map(|(i, h)| {
+            let k = match h.to_ascii_lowercase().as_str() {
+                "ico" | "ič" | "ičo" => Kind::Ico,
+                "rc" | "birth_number" => Kind::Rc,
+                "case" | "case_number" => Kind::Case,
+                _ => return None,
+            };
+            Some((i, k))
+        })
+        .collect();
+    if cols.is_empty() {
+        return Err(vec![BadLine {
+            line: 1,
+            error: "the header names no column ico, rc or case".into(),
+        }]);
+    }
+    let mut out = BTreeSet::new();
+    let mut bad = Vec::new();
+    for rec in r.records() {
+        let rec = match rec {
+            Ok(rec) => rec,
+            Err(e) => {
+                let line = e.position().map_or(0, |p| p.line());
+                bad.push(BadLine {
+                    line,
+                    error: format!("not CSV: {e}"),
+                });
+                continue;
+            }
+        };
+        let line = rec.position().map_or(0, |p| p.line());
+        let mut errors = Vec::new();
+        for (i, kind) in &cols {
+            match rec.get(*i).filter(|v| !v.is_empty()) {
+                None => {}
+                Some(v) => match entry(*kind, v) {
+                    Ok(e) => {
+                        out.insert(e);
+                    }
+                    Err(e) => errors.push(e),
+                },
+            }
+        }
+        if !errors.is_empty() {
+            bad.push(BadLine {
+                line,
+                error: errors.join("; "),
+            });
+        }
+    }
+    if bad.is_empty() { Ok(out) } else { Err(bad) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // IČOs of real registered companies (public register), and their check digits
+    // worked by hand: 25596641 (8*2+7*5+6*5+5*9+4*6+3*6+2*4 = 176, 176 % 11 = 0,
+    // (11 - 0) % 10 = 1).
+    #[test]
+    fn ico_check_digit() {
+        assert_eq!(ico("25596641").unwrap(), "25596641");
+        assert_eq!(ico("00027383").unwrap(), "00027383");
+        assert_eq!(ico("27383").unwrap(), "00027383");
+        assert_eq!(ico("45274649").unwrap(), "45274649");
+        assert!(ico("25596642").unwrap_err().contains("check digit"));
+        assert!(ico("2559664A").is_err());
+        assert!(ico("255966411").is_err());
+        assert!(ico("").is_err());
+    }
+
+    #[test]
+    fn birth_number_form() {
+        // 736028/5163: 7360285163 = 11 * 669116833, month 60 = 10 + 50: a woman born
+        // 28 October 1973.
+        assert_eq!(rc("736028/5163").unwrap(), "736028/5163");
+        assert_eq!(rc("7360285163").unwrap(), "736028/5163");
+        assert!(rc("736028/5164").unwrap_err().contains("check digit"));
+        // Before 1954: nine digits, no check digit.
+        assert_eq!(rc("450101/123").unwrap(), "450101/123");
+        assert!(rc("650101/123").unwrap_err().contains("nine digits"));
+        // Month 13 and day 0 are no dates.
+        assert!(rc("731328/5163").unwrap_err().contains("date"));
+        assert!(rc("736000/0000").unwrap_err().contains("date"));
+        assert!(rc("73602/85163").is_err());
+        assert!(rc("abc").is_err());
+    }
+
+    #[test]
+    fn case_numbers() {
+        assert_eq!(case(" INS 4711/2026 ").unwrap(), "INS 4711/2026");
+        assert!(case("INS 4711/26").is_err());
+        assert!(case("4711/2026").is_err());
+        assert!(case("INS 0/2026").is_err());
+    }
+
+    #[test]
+    fn csv_reports_every_bad_line_and_imports_nothing() {
+        let good = b"ico,rc,case,note\n25596641,,,bank\n,736028/5163,,client\n,,INS 1/2020,x\n";
+        let got = from_csv(good).unwrap();
+        assert_eq!(got.len(), 3);
+        let bad = b"ico,name\n25596641,a\n25596642,b\n45274649,c\nxyz,d\n";
+        let e = from_csv(bad).unwrap_err();
+        assert_eq!(
+            e.iter().map(|b| b.line).collect::<Vec<_>>(),
+            vec![3, 5],
+            "{e:?}"
+        );
+        assert!(
+            from_csv(b"name\nx\n").unwrap_err()[0]
+                .error
+                .contains("no column")
+        );
+    }
+}

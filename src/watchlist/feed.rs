@@ -1,0 +1,232 @@
+//! A watchlist's change feed: the actions of the cases in which a watched subject is a
+//! party in a watched role, after the list's creation watermark, in feed order, keyset-
+//! paged by position. The API answers it (`/v1/watchlists/{name}/events`) and the
+//! notifier delivers it.
+//!
+//! Which actions, and in what order:
+//! - a case number entry: every action of that case;
+//! - an IČO or birth number of a debtor (any list) or of any party (`roles = all`): the
+//!   party's first action `f` (its person record) and every later action of the case;
+//!   for a debtor also the case's actions before `f` (the petition that opened the case
+//!   precedes the debtor's person record in the register);
+//! - an event's *position* is its action ID, except for the actions of a case before the
+//!   watched debtor's person record, which take the position `f`: they become part of the
+//!   list's feed only when the register names the debtor, so they are delivered with that
+//!   action. The feed is ordered by (position, action ID); `after` is a position, and a
+//!   page never ends inside a position, so no cursor can skip an action.
+//! - the action `f` itself is marked `new_party` (for a debtor: a new petition against a
+//!   watched subject).
+//!
+//! A party's role is its latest one. A debtor erased under § 425 is gone from the parties
+//! projection, and with it every match through that debtor.
+//!
+//! Owns the queries only; reads the `parties`, `party_history` and `timeline` views
+//! through the caller's snapshot, and never writes.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use super::{Kind, Roles};
+use crate::projection::columns;
+use crate::projection::sql::{Tx, Val};
+
+/// A page of a list's feed.
+#[derive(Debug, Clone)]
+pub struct FeedPage {
+    /// The events, each a timeline event with `position`, `new_party` and `watched`.
+    pub events: Vec<Value>,
+    /// The position after the last event (the `after` of the next page), when there are
+    /// more events up to the bound.
+    pub next: Option<i64>,
+    /// The position of the last event, if any.
+    pub last: Option<i64>,
+}
+
+/// The matches of a list: for every case, the watched subjects that are parties in a
+/// watched role, with the first action of each (`f`) and whether it is a debtor. `$1` is
+/// the list's name.
+fn matches_sql(roles: Roles) -> String {
+    let role = match roles {
+        Roles::Debtor => " AND p.role = 'DLUŽNÍK'",
+        Roles::All => "",
+    };
+    let first = "(SELECT MIN(h.action_id) FROM party_history h WHERE h.case_number = p.case_number \
+                 AND h.court = p.court AND h.person_id = p.person_id)";
+    format!(
+        "w AS (SELECT kind, key FROM watch_entries WHERE list = $1), \
+         m AS (\
+           SELECT p.case_number AS cn, w.kind AS kind, w.key AS key, \
+                  CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END AS debtor, {first} AS f \
+             FROM w JOIN parties p ON w.kind = 'ico' AND p.ico = w.key{role} \
+           UNION ALL \
+           SELECT p.case_number, w.kind, w.key, \
+                  CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END, {first} \
+             FROM w JOIN parties p ON w.kind = 'rc' AND p.rc = w.key{role} \
+           UNION ALL \
+           SELECT w.key, w.kind, w.key, 1, -1 FROM w WHERE w.kind = 'case')"
+    )
+}
+
+/// Reads the list's events with a position in (`after`, `until`] (and, at position
+/// `after` itself, those with an action ID above `after_id`), at most `limit` of them
+/// and never ending inside a position, excluding actions up to `created`.
+/// `show_rc`: birth numbers appear in `watched` (the `pii` scope), else only their kind.
+#[allow(clippy::too_many_arguments)]
+pub async fn page(
+    tx: &mut Tx,
+    list: &str,
+    roles: Roles,
+    created: i64,
+    after: i64,
+    until: i64,
+    limit: i64,
+    show_rc: bool,
+) -> Result<FeedPage, sqlx::Error> {
+    let mut rows = positions(tx, list, roles, created, after, i64::MAX, until, limit + 1).await?;
+    let more = rows.len() as i64 > limit;
+    if more {
+        rows.truncate(limit as usize);
+        // Never end inside a position: the rest of the last one comes on this page.
+        let (p, id, _) = rows.last().cloned().expect("a page with more has rows");
+        let rest = positions(tx, list, roles, created, p, id, p, i64::MAX).await?;
+        rows.extend(rest);
+    }
+    let last = rows.last().map(|r| r.0);
+    // The matches of the page's cases, for `watched` and `new_party`.
+    let mut cases: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r.2["case_number"].as_str().map(String::from))
+        .collect();
+    cases.sort();
+    cases.dedup();
+    let matched = matches_of(tx, list, roles, &cases).await?;
+    let events = rows
+        .into_iter()
+        .map(|(pos, id, mut ev)| {
+            let cn = ev["case_number"].as_str().unwrap_or_default().to_string();
+            let mut watched = Vec::new();
+            let mut new_party = false;
+            for m in matched.get(&cn).map(Vec::as_slice).unwrap_or(&[]) {
+                if m.debtor || id >= m.first {
+                    let key = if m.kind == Kind::Rc && !show_rc {
+                        Value::Null
+                    } else {
+                        Value::String(m.key.clone())
+                    };
+                    let w = json!({"kind": m.kind.as_str(), "key": key});
+                    if !watched.contains(&w) {
+                        watched.push(w);
+                    }
+                    new_party |= m.kind != Kind::Case && m.first == id;
+                }
+            }
+            ev["position"] = pos.into();
+            ev["new_party"] = new_party.into();
+            ev["watched"] = Value::Array(watched);
+            ev
+        })
+        .collect();
+    Ok(FeedPage {
+        events,
+        next: if more { last } else { None },
+        last,
+    })
+}
+
+/// Events in (position, action ID) order after (`after`, `after_id`) up to position
+/// `until`: (position, action ID, event).
+#[allow(clippy::too_many_arguments)]
+async fn positions(
+    tx: &mut Tx,
+    list: &str,
+    roles: Roles,
+    created: i64,
+    after: i64,
+    after_id: i64,
+    until: i64,
+    limit: i64,
+) -> Result<Vec<(i64, i64, Value)>, sqlx::Error> {
+    // For every matched case: `fd`, the first action of a watched debtor (or -1 for a
+    // watched case number), and `fo`, the first action of another watched party. An
+    // action qualifies through `fo` from it on (position: its ID) and through `fd`
+    // always (position: the later of its ID and `fd`). Scanned from `after` on, or from
+    // the creation watermark for a case whose debtor came at or after `after`.
+    let sql = format!(
+        "WITH {m}, \
+         c AS (SELECT cn, MIN(CASE WHEN debtor = 1 THEN f END) AS fd, \
+                      MIN(CASE WHEN debtor = 1 THEN NULL ELSE f END) AS fo FROM m GROUP BY cn), \
+         e AS (SELECT t.action_id AS aid, \
+                 CASE WHEN c.fo IS NOT NULL AND t.action_id >= c.fo THEN t.action_id \
+                      WHEN c.fd IS NOT NULL THEN CASE WHEN t.action_id > c.fd THEN t.action_id ELSE c.fd END \
+                 END AS pos \
+               FROM c JOIN timeline t ON t.case_number = c.cn \
+                AND t.action_id > $2 AND t.action_id <= $5 \
+                AND t.action_id > CASE WHEN c.fd IS NOT NULL AND c.fd >= $3 THEN $2 ELSE $3 END) \
+         SELECT CAST(e.pos AS TEXT) || '|' || {json} FROM e JOIN timeline ON timeline.action_id = e.aid \
+         WHERE e.pos IS NOT NULL AND e.pos <= $5 AND (e.pos > $3 OR (e.pos = $3 AND e.aid > $4)) \
+         ORDER BY e.pos, e.aid LIMIT $6",
+        m = matches_sql(roles),
+        json = columns::event_json_sql(tx.is_postgres()),
+    );
+    let binds: Vec<Val> = vec![
+        list.into(),
+        created.into(),
+        after.into(),
+        after_id.into(),
+        until.into(),
+        limit.into(),
+    ];
+    let mut out = Vec::new();
+    for r in tx.texts(&sql, &binds).await? {
+        let (pos, doc) = r.split_once('|').unwrap_or(("0", "{}"));
+        let ev: Value = serde_json::from_str(doc).map_err(|e| sqlx::Error::Decode(Box::new(e)))?;
+        let id = ev["action_id"].as_i64().unwrap_or_default();
+        out.push((pos.parse().unwrap_or_default(), id, ev));
+    }
+    Ok(out)
+}
+
+struct Match {
+    kind: Kind,
+    key: String,
+    debtor: bool,
+    first: i64,
+}
+
+/// The matches of `cases` (a page's), by case.
+async fn matches_of(
+    tx: &mut Tx,
+    list: &str,
+    roles: Roles,
+    cases: &[String],
+) -> Result<HashMap<String, Vec<Match>>, sqlx::Error> {
+    let mut out: HashMap<String, Vec<Match>> = HashMap::new();
+    for chunk in cases.chunks(200) {
+        let marks: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
+        let sql = format!(
+            "WITH {m} SELECT cn || '|' || kind || '|' || debtor || '|' || COALESCE(f, -1) || '|' || key \
+             FROM m WHERE cn IN ({})",
+            marks.join(", "),
+            m = matches_sql(roles),
+        );
+        let mut binds: Vec<Val> = vec![list.into()];
+        binds.extend(chunk.iter().map(|c| Val::from(c.as_str())));
+        for r in tx.texts(&sql, &binds).await? {
+            let f: Vec<&str> = r.splitn(5, '|').collect();
+            if f.len() < 5 {
+                continue;
+            }
+            let Some(kind) = Kind::parse(f[1]) else {
+                continue;
+            };
+            out.entry(f[0].to_string()).or_default().push(Match {
+                kind,
+                key: f[4].to_string(),
+                debtor: f[2] == "1",
+                first: f[3].parse().unwrap_or(-1),
+            });
+        }
+    }
+    Ok(out)
+}
