@@ -20,8 +20,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::{Roles, deliver, feed};
-use crate::projector::projects;
 use crate::projection::sql::Tx;
+use crate::projector::projects;
 use crate::store::{Store, now_ms};
 
 /// How the notifier runs (from `watch.*`).
