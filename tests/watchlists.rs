@@ -44,6 +44,8 @@ struct Receiver {
     delay_ms: AtomicU64,
     secret: Mutex<String>,
     started: AtomicU32,
+    /// `webhook-id` of every request, as it arrives.
+    arrivals: Mutex<Vec<String>>,
 }
 
 async fn receive(
@@ -51,6 +53,13 @@ async fn receive(
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> (StatusCode, HeaderMap) {
+    r.arrivals.lock().unwrap().push(
+        headers
+            .get("webhook-id")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string(),
+    );
     r.started.fetch_add(1, Ordering::SeqCst);
     let delay = r.delay_ms.load(Ordering::SeqCst);
     if delay > 0 {
@@ -689,4 +698,184 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
         .map(|l| l.name)
         .collect();
     assert_eq!(names, vec!["big".to_string()]);
+}
+
+// ---------------------------------------------------------------------------------------
+// The real daemon, killed with SIGKILL while a delivery is in flight.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kill_9_mid_delivery_resends_the_batch_and_skips_nothing() {
+    let truth = truth();
+    let (sim, url, _g) = common::sim(START, 500, SEED).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let store = common::store(&db).await;
+    let (rx, hook) = receiver().await;
+    let secret = watchlist::new_secret();
+    *rx.secret.lock().unwrap() = secret.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("daemon.log");
+    let env: Vec<(&str, String)> = vec![
+        ("ISIR_SOURCE__URL", url.clone()),
+        ("ISIR_DATABASE__URL", db.url.clone()),
+        ("ISIR_POLL__PERIOD_SECS", "1".into()),
+        ("ISIR_POLL__MAX_BATCHES_PER_TICK", "1000".into()),
+        ("ISIR_BUDGET__DAILY", "1000000".into()),
+        ("ISIR_BUDGET__PER_MINUTE", "1000000".into()),
+        ("ISIR_PROJECTION__EVERY_SECS", "1".into()),
+        ("ISIR_PROJECTION__DEBOUNCE_MS", "50".into()),
+        ("ISIR_PHASE__INITIAL", "project".into()),
+        ("ISIR_API__BIND", "127.0.0.1:0".into()),
+        ("ISIR_WATCH__ALLOW_PRIVATE_TARGETS", "true".into()),
+        ("ISIR_WATCH__EVERY_MS", "100".into()),
+        ("ISIR_WATCH__BATCH", "15".into()),
+        ("ISIR_WATCH__RETRY_MIN_MS", "100".into()),
+        ("ISIR_WATCH__TIMEOUT_SECS", "3".into()),
+        ("ISIR_WATCH__CLAIM_TTL_SECS", "4".into()),
+        ("WEBHOOK_SECRET", secret.clone()),
+        ("ISIR_LOG", "info,sqlx=warn".into()),
+    ];
+    let bin = env!("CARGO_BIN_EXE_isir");
+    let daemon = || {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        std::process::Command::new(bin)
+            .arg("run")
+            .envs(env.iter().cloned())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap()
+    };
+    let wait_for = |what: &'static str, secs: u64| {
+        let store = store.clone();
+        let log = log.clone();
+        move |target: i64| {
+            let store = store.clone();
+            let log = log.clone();
+            async move {
+                let t0 = Instant::now();
+                loop {
+                    let w = projection::metas(&store)
+                        .await
+                        .ok()
+                        .and_then(|ms| {
+                            ms.iter()
+                                .filter(|m| !m.name.contains('#'))
+                                .map(|m| m.cursor)
+                                .min()
+                        })
+                        .unwrap_or(-1);
+                    if w >= target {
+                        return w;
+                    }
+                    assert!(
+                        t0.elapsed() < Duration::from_secs(secs),
+                        "{what}: watermark {w} < {target}\n{}",
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    );
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    };
+    let mut child = daemon();
+    wait_for("backfill", 120)(sim.head_id().unwrap()).await;
+
+    // The list, made with the CLI while the daemon runs.
+    let csv = dir.path().join("list.csv");
+    let mut text = String::from("ico,rc\n");
+    for e in &truth.entries {
+        match e.kind {
+            Kind::Ico => text.push_str(&format!("{},\n", e.key)),
+            _ => text.push_str(&format!(",{}\n", e.key)),
+        }
+    }
+    std::fs::write(&csv, text).unwrap();
+    let o = std::process::Command::new(bin)
+        .args([
+            "watch",
+            "add",
+            "bank",
+            "--from-file",
+            csv.to_str().unwrap(),
+            "--webhook",
+            &hook,
+            "--secret-env",
+            "WEBHOOK_SECRET",
+            "--json",
+        ])
+        .envs(env.iter().cloned())
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let created = watchlist::get(&store, "bank")
+        .await
+        .unwrap()
+        .created_watermark;
+
+    // Growth; every answer takes 1.5 s, and the daemon is killed while the third is
+    // outstanding.
+    rx.delay_ms.store(1500, Ordering::SeqCst);
+    sim.publish(GROWTH);
+    let t0 = Instant::now();
+    while rx.started.load(Ordering::SeqCst) < 3 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no deliveries\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let cursor_at_kill = watchlist::get(&store, "bank").await.unwrap().cursor;
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let in_flight = rx.arrivals.lock().unwrap()[2].clone();
+    assert_eq!(
+        watchlist::get(&store, "bank").await.unwrap().cursor,
+        cursor_at_kill,
+        "the unacknowledged batch did not move the cursor"
+    );
+
+    // The killed writer's lease stays until its TTL; the operator's forced release lets
+    // the next one start at once. Its claim on the list lapses after watch.claim_ttl_secs.
+    store.lease_force_release("isir:lease").await.unwrap();
+    rx.delay_ms.store(0, Ordering::SeqCst);
+    let mut child = daemon();
+    let until = wait_for("growth", 120)(sim.head_id().unwrap()).await;
+    let expected = truth.expected(created, until);
+    let t0 = Instant::now();
+    while watchlist::get(&store, "bank").await.unwrap().cursor != expected.last().unwrap().0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the restarted notifier did not catch up\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    child.wait().unwrap();
+
+    let arrivals = rx.arrivals.lock().unwrap().clone();
+    assert!(
+        arrivals[3..].contains(&in_flight),
+        "the batch in flight at the kill was sent again after the restart"
+    );
+    assert!(rx.got.lock().unwrap().iter().all(|g| g.verified));
+    assert_eq!(
+        ids(&delivered(&rx)),
+        expected,
+        "nothing skipped, nothing else, in order"
+    );
 }
