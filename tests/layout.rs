@@ -166,4 +166,14 @@ fn imports_go_only_the_ways_the_codemap_allows() {
         &["crate::poller", "crate::api", "crate::projection"],
     );
     never_imports("source", &["crate::store", "crate::poller"]);
+    never_imports(
+        "watchlist",
+        &[
+            "crate::source",
+            "crate::poller",
+            "crate::api",
+            "crate::web",
+            "crate::http",
+        ],
+    );
 }

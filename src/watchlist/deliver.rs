@@ -270,6 +270,23 @@ mod tests {
     }
 
     #[test]
+    fn a_rotation_signs_with_both_secrets() {
+        let (a, b) = (
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string(),
+            super::super::new_secret(),
+        );
+        let both = sign(&[a.clone(), b.clone()], "msg_1", 5, b"{}");
+        assert_eq!(
+            both,
+            format!(
+                "{} {}",
+                sign(&[a], "msg_1", 5, b"{}"),
+                sign(&[b], "msg_1", 5, b"{}")
+            )
+        );
+    }
+
+    #[test]
     fn refuses_internal_addresses() {
         for ip in [
             "127.0.0.1",
