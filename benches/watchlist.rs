@@ -63,15 +63,24 @@ async fn scale(actions: usize, entries: usize, sample: usize) {
     let mut set: BTreeSet<Entry> = BTreeSet::new();
     for d in sim.truth_debtors() {
         match (&d.person.ico, &d.person.birth_number) {
-            (Some(i), _) => set.insert(Entry { kind: Kind::Ico, key: i.clone() }),
-            (None, Some(r)) => set.insert(Entry { kind: Kind::Rc, key: r.clone() }),
+            (Some(i), _) => set.insert(Entry {
+                kind: Kind::Ico,
+                key: i.clone(),
+            }),
+            (None, Some(r)) => set.insert(Entry {
+                kind: Kind::Rc,
+                key: r.clone(),
+            }),
             _ => false,
         };
     }
     let real = set.len();
     let mut n = 0;
     while set.len() < entries {
-        set.insert(Entry { kind: Kind::Ico, key: valid_ico(n) });
+        set.insert(Entry {
+            kind: Kind::Ico,
+            key: valid_ico(n),
+        });
         n += 1;
     }
     let icos: Vec<String> = set
@@ -109,15 +118,46 @@ async fn scale(actions: usize, entries: usize, sample: usize) {
     .unwrap();
     drop(tx);
     let until = all.last().unwrap().id;
+    // The feed's plan: the list's entries drive (index probes into the parties), the
+    // matched cases drive the timeline (its (case, action) index); never a scan of either.
+    if let Store::Sqlite(pool) = &store {
+        let sql = format!(
+            "EXPLAIN QUERY PLAN {}",
+            watchlist::feed::positions_sql(Roles::Debtor, false)
+        );
+        let rows = sqlx::query(&sql)
+            .bind("big")
+            .bind(from)
+            .bind(from)
+            .bind(i64::MAX)
+            .bind(until)
+            .bind(1001i64)
+            .fetch_all(pool)
+            .await
+            .unwrap();
+        use sqlx::Row;
+        for r in rows {
+            println!("  plan: {}", r.get::<String, _>(3));
+        }
+    }
     let t = Instant::now();
     let (mut after, mut events, mut pages) = (from, 0usize, 0usize);
     let mut worst = 0f64;
     loop {
         let p0 = Instant::now();
         let mut tx = Tx::begin_read(&store).await.unwrap();
-        let page = watchlist::feed::page(&mut tx, "big", Roles::Debtor, from, after, until, 1000, false)
-            .await
-            .unwrap();
+        let page = watchlist::feed::page(
+            &mut tx,
+            "big",
+            Roles::Debtor,
+            from,
+            after,
+            until,
+            1000,
+            false,
+        )
+        .await
+        .unwrap();
         tx.commit().await.unwrap();
         worst = worst.max(p0.elapsed().as_secs_f64());
         events += page.events.len();
@@ -212,9 +252,15 @@ async fn live(rate: usize, secs: u64) {
     let mut set = BTreeSet::new();
     for d in ahead.truth_debtors() {
         if let Some(i) = d.person.ico {
-            set.insert(Entry { kind: Kind::Ico, key: i });
+            set.insert(Entry {
+                kind: Kind::Ico,
+                key: i,
+            });
         } else if let Some(r) = d.person.birth_number {
-            set.insert(Entry { kind: Kind::Rc, key: r });
+            set.insert(Entry {
+                kind: Kind::Rc,
+                key: r,
+            });
         }
     }
     // The receiver: when each action arrived.
@@ -227,7 +273,11 @@ async fn live(rate: usize, secs: u64) {
             async move {
                 let now = Instant::now();
                 let mut g = g.lock().unwrap();
-                for e in body["data"]["events"].as_array().cloned().unwrap_or_default() {
+                for e in body["data"]["events"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                {
                     g.push((e["action_id"].as_i64().unwrap(), now));
                 }
                 "ok"

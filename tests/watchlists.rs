@@ -298,6 +298,22 @@ async fn feed_and_webhook(b: Backend) {
     let created = list.created_watermark;
     assert_eq!(created, watermark(&app.store).await);
 
+    // A second list whose receiver never answers in time: it must not delay the first.
+    let (slow_rx, slow_hook) = receiver().await;
+    slow_rx.delay_ms.store(60_000, Ordering::SeqCst);
+    watchlist::create(
+        &app.store,
+        NewList {
+            name: "slow".into(),
+            roles: Roles::Debtor,
+            webhook_url: Some(slow_hook),
+            secret: None,
+            entries: truth.entries.clone(),
+        },
+        true,
+    )
+    .await
+    .unwrap();
     // The register grows; the receiver is down for its first three requests.
     sim.publish(GROWTH);
     catch_up(&app).await;
@@ -331,9 +347,36 @@ async fn feed_and_webhook(b: Backend) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let slow = watchlist::get(&app.store, "slow").await.unwrap();
+    assert!(
+        slow_rx.started.load(Ordering::SeqCst) >= 1 && slow.delivered_batches == 0,
+        "the slow list was being delivered meanwhile, and is still stuck: {slow:?}"
+    );
+    assert_eq!(
+        slow.cursor, created,
+        "an unacknowledged list keeps its cursor"
+    );
+    // The status shows each list's lag.
+    let status = isir::status::collect(&app.status_source()).await.unwrap();
+    let lag = |n: &str| {
+        status
+            .watchlists
+            .iter()
+            .find(|w| w.list.name == n)
+            .unwrap()
+            .lag_ids
+    };
+    assert_eq!(lag("bank"), Some(until - expected.last().unwrap().0));
+    assert_eq!(lag("slow"), Some(until - created));
+    let t0 = Instant::now();
     stop.send(true).unwrap();
     notifier.await.unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "a shutdown does not wait for a hanging receiver"
+    );
     assert!(saw_failing, "the list was marked failing during the outage");
+    watchlist::remove(&app.store, "slow").await.unwrap();
 
     let got = rx.got.lock().unwrap().clone();
     assert!(got.iter().all(|g| g.verified), "every request verifies");
@@ -385,17 +428,46 @@ async fn feed_and_webhook(b: Backend) {
             scopes: vec!["watch:other".into(), "pii".into()],
         },
     ];
-    let (base, _tx) = common::serve_api(isir::read::ReadState::new(
-        app.store.clone(),
-        isir::read::ReadOptions {
-            keys,
-            rate_per_second: 10_000,
-            burst: 10_000,
-            ..Default::default()
-        },
-    ))
+    let (base, _tx) = common::serve_api(
+        isir::read::ReadState::new(
+            app.store.clone(),
+            isir::read::ReadOptions {
+                keys,
+                rate_per_second: 10_000,
+                burst: 10_000,
+                ..Default::default()
+            },
+        )
+        .with_status(app.status_source()),
+    )
     .await;
     let http = reqwest::Client::new();
+    let page = http
+        .get(format!("{base}/"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let bank_lag = until - expected.last().unwrap().0;
+    assert!(
+        page.contains(&format!("id=\"watch-bank-lag\">{bank_lag}<")),
+        "the status page shows the list's lag"
+    );
+    let metrics = http
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!("isir_watch_lag_ids{{list=\"bank\"}} {bank_lag}\n"))
+            && metrics.contains("isir_watch_failing{list=\"bank\"} 0"),
+        "{metrics}"
+    );
     for (key, want) in [(None, 403), (Some("other-key"), 403)] {
         let mut r = http.get(format!("{base}/v1/watchlists/bank/events"));
         if let Some(k) = key {

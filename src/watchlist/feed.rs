@@ -58,11 +58,11 @@ fn matches_sql(roles: Roles) -> String {
          m AS (\
            SELECT p.case_number AS cn, w.kind AS kind, w.key AS key, \
                   CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END AS debtor, {first} AS f \
-             FROM w JOIN parties p ON w.kind = 'ico' AND p.ico = w.key{role} \
+             FROM w CROSS JOIN parties p WHERE w.kind = 'ico' AND p.ico = w.key{role} \
            UNION ALL \
            SELECT p.case_number, w.kind, w.key, \
                   CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END, {first} \
-             FROM w JOIN parties p ON w.kind = 'rc' AND p.rc = w.key{role} \
+             FROM w CROSS JOIN parties p WHERE w.kind = 'rc' AND p.rc = w.key{role} \
            UNION ALL \
            SELECT w.key, w.kind, w.key, 1, -1 FROM w WHERE w.kind = 'case')"
     )
@@ -83,7 +83,19 @@ pub async fn page(
     limit: i64,
     show_rc: bool,
 ) -> Result<FeedPage, sqlx::Error> {
-    let mut rows = positions(tx, list, roles, created, after, i64::MAX, until, limit + 1).await?;
+    // A window of positions after `after`, widened until it holds a page or reaches
+    // `until`: each statement reads only the matched cases' actions inside it (an
+    // action's position is at least its ID), so a page costs what it returns, not the
+    // whole feed after it.
+    let mut width = (limit * 10).max(1000);
+    let mut rows = loop {
+        let bound = after.saturating_add(width).min(until);
+        let rows = positions(tx, list, roles, created, after, i64::MAX, bound, limit + 1).await?;
+        if rows.len() as i64 > limit || bound >= until {
+            break rows;
+        }
+        width = width.saturating_mul(4);
+    };
     let more = rows.len() as i64 > limit;
     if more {
         rows.truncate(limit as usize);
@@ -152,23 +164,7 @@ async fn positions(
     // action qualifies through `fo` from it on (position: its ID) and through `fd`
     // always (position: the later of its ID and `fd`). Scanned from `after` on, or from
     // the creation watermark for a case whose debtor came at or after `after`.
-    let sql = format!(
-        "WITH {m}, \
-         c AS (SELECT cn, MIN(CASE WHEN debtor = 1 THEN f END) AS fd, \
-                      MIN(CASE WHEN debtor = 1 THEN NULL ELSE f END) AS fo FROM m GROUP BY cn), \
-         e AS (SELECT t.action_id AS aid, \
-                 CASE WHEN c.fo IS NOT NULL AND t.action_id >= c.fo THEN t.action_id \
-                      WHEN c.fd IS NOT NULL THEN CASE WHEN t.action_id > c.fd THEN t.action_id ELSE c.fd END \
-                 END AS pos \
-               FROM c JOIN timeline t ON t.case_number = c.cn \
-                AND t.action_id > $2 AND t.action_id <= $5 \
-                AND t.action_id > CASE WHEN c.fd IS NOT NULL AND c.fd >= $3 THEN $2 ELSE $3 END) \
-         SELECT CAST(e.pos AS TEXT) || '|' || {json} FROM e JOIN timeline ON timeline.action_id = e.aid \
-         WHERE e.pos IS NOT NULL AND e.pos <= $5 AND (e.pos > $3 OR (e.pos = $3 AND e.aid > $4)) \
-         ORDER BY e.pos, e.aid LIMIT $6",
-        m = matches_sql(roles),
-        json = columns::event_json_sql(tx.is_postgres()),
-    );
+    let sql = positions_sql(roles, tx.is_postgres());
     let binds: Vec<Val> = vec![
         list.into(),
         created.into(),
@@ -187,6 +183,29 @@ async fn positions(
     Ok(out)
 }
 
+/// The statement of [`positions`] (public for the benchmark's query plan): `$1` list,
+/// `$2` creation watermark, `$3`/`$4` the position and action ID to start after, `$5`
+/// the bound, `$6` the limit.
+pub fn positions_sql(roles: Roles, pg: bool) -> String {
+    format!(
+        "WITH {m}, \
+         c AS (SELECT cn, MIN(CASE WHEN debtor = 1 THEN f END) AS fd, \
+                      MIN(CASE WHEN debtor = 1 THEN NULL ELSE f END) AS fo FROM m GROUP BY cn), \
+         e AS (SELECT t.action_id AS aid, \
+                 CASE WHEN c.fo IS NOT NULL AND t.action_id >= c.fo THEN t.action_id \
+                      WHEN c.fd IS NOT NULL THEN CASE WHEN t.action_id > c.fd THEN t.action_id ELSE c.fd END \
+                 END AS pos \
+               FROM c CROSS JOIN timeline t WHERE t.case_number = c.cn \
+                AND t.action_id > $2 AND t.action_id <= $5 \
+                AND t.action_id > CASE WHEN c.fd IS NOT NULL AND c.fd >= $3 THEN $2 ELSE $3 END) \
+         SELECT CAST(e.pos AS TEXT) || '|' || {json} FROM e CROSS JOIN timeline \
+         WHERE timeline.action_id = e.aid AND e.pos IS NOT NULL AND e.pos <= $5 AND (e.pos > $3 OR (e.pos = $3 AND e.aid > $4)) \
+         ORDER BY e.pos, e.aid LIMIT $6",
+        m = matches_sql(roles),
+        json = columns::event_json_sql(pg),
+    )
+}
+
 struct Match {
     kind: Kind,
     key: String,
@@ -194,21 +213,32 @@ struct Match {
     first: i64,
 }
 
-/// The matches of `cases` (a page's), by case.
+/// The matches of `cases` (a page's), by case: the page's parties looked up in the
+/// list's entries (not the list's entries in the parties, which costs the list's size).
 async fn matches_of(
     tx: &mut Tx,
     list: &str,
     roles: Roles,
     cases: &[String],
 ) -> Result<HashMap<String, Vec<Match>>, sqlx::Error> {
+    let role = match roles {
+        Roles::Debtor => " AND p.role = 'DLUŽNÍK'",
+        Roles::All => "",
+    };
     let mut out: HashMap<String, Vec<Match>> = HashMap::new();
     for chunk in cases.chunks(200) {
         let marks: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
+        let marks = marks.join(", ");
         let sql = format!(
-            "WITH {m} SELECT cn || '|' || kind || '|' || debtor || '|' || COALESCE(f, -1) || '|' || key \
-             FROM m WHERE cn IN ({})",
-            marks.join(", "),
-            m = matches_sql(roles),
+            "SELECT p.case_number || '|' || w.kind || '|' || CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END || '|' || \
+                    COALESCE((SELECT MIN(h.action_id) FROM party_history h WHERE h.case_number = p.case_number \
+                              AND h.court = p.court AND h.person_id = p.person_id), -1) || '|' || w.key \
+             FROM parties p JOIN watch_entries w ON w.list = $1 \
+              AND ((w.kind = 'ico' AND w.key = p.ico) OR (w.kind = 'rc' AND w.key = p.rc)) \
+             WHERE p.case_number IN ({marks}){role} \
+             UNION ALL \
+             SELECT w.key || '|case|1|-1|' || w.key FROM watch_entries w \
+             WHERE w.list = $1 AND w.kind = 'case' AND w.key IN ({marks})"
         );
         let mut binds: Vec<Val> = vec![list.into()];
         binds.extend(chunk.iter().map(|c| Val::from(c.as_str())));

@@ -253,15 +253,21 @@ async fn deliver_claimed(
             let secrets = super::secrets(store, name)
                 .await
                 .map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
-            let outcome = deliver::attempt(
+            // A shutdown abandons the attempt: the batch is not acknowledged, so it is
+            // sent again by the next notifier.
+            let mut sd = shutdown.clone();
+            let attempt = deliver::attempt(
                 &d.webhook,
                 &secrets,
                 &id,
                 &body,
                 opts.timeout,
                 opts.allow_private,
-            )
-            .await;
+            );
+            let outcome = tokio::select! {
+                o = attempt => o,
+                _ = sd.wait_for(|v| *v) => return Ok(()),
+            };
             match outcome {
                 deliver::Attempt::Delivered => {
                     metrics::counter!("isir_watch_deliveries_total", "outcome" => "delivered")
