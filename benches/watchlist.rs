@@ -120,17 +120,19 @@ async fn scale(actions: usize, entries: usize, sample: usize) {
     let until = all.last().unwrap().id;
     // The feed's plan: the list's entries drive (index probes into the parties), the
     // matched cases drive the timeline (its (case, action) index); never a scan of either.
-    if let Store::Sqlite(pool) = &store {
+    for drive in [watchlist::feed::Drive::List, watchlist::feed::Drive::Window] {
+        let Store::Sqlite(pool) = &store else { break };
+        println!("  plan driven by {drive:?}:");
         let sql = format!(
             "EXPLAIN QUERY PLAN {}",
-            watchlist::feed::positions_sql(Roles::Debtor, false)
+            watchlist::feed::positions_sql(Roles::Debtor, drive, false)
         );
         let rows = sqlx::query(&sql)
             .bind("big")
             .bind(from)
             .bind(from)
             .bind(i64::MAX)
-            .bind(until)
+            .bind(from + 10_000)
             .bind(1001i64)
             .fetch_all(pool)
             .await

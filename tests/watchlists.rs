@@ -297,6 +297,38 @@ async fn feed_and_webhook(b: Backend) {
     .unwrap();
     let created = list.created_watermark;
     assert_eq!(created, watermark(&app.store).await);
+    // A list of any role: an insolvency administrator's IČO, from the truth (the IČO in
+    // the first administrator's person record), read through the API-free feed below.
+    let admin_ico = truth
+        .actions
+        .iter()
+        .filter_map(|a| a.note.as_deref())
+        .find(|n| n.contains("<druhRoleVRizeni>SPRÁVCE</druhRoleVRizeni>"))
+        .and_then(|n| {
+            n.split("<ic>")
+                .nth(1)?
+                .split("</ic>")
+                .next()
+                .map(String::from)
+        })
+        .expect("an administrator in the truth");
+    watchlist::create(
+        &app.store,
+        NewList {
+            name: "admins".into(),
+            roles: Roles::All,
+            webhook_url: None,
+            secret: None,
+            entries: [Entry {
+                kind: Kind::Ico,
+                key: admin_ico.clone(),
+            }]
+            .into(),
+        },
+        true,
+    )
+    .await
+    .unwrap();
 
     // A second list whose receiver never answers in time: it must not delay the first.
     let (slow_rx, slow_hook) = receiver().await;
@@ -495,6 +527,35 @@ async fn feed_and_webhook(b: Backend) {
         next = v["next"].as_str().map(String::from);
     }
     assert_eq!(ids(&pages), expected, "the API's feed is the truth's");
+    // Both ways of finding a page's matches give the same feed, page by page.
+    for drive in [watchlist::feed::Drive::List, watchlist::feed::Drive::Window] {
+        let mut tx = isir::projection::sql::Tx::begin_read(&app.store)
+            .await
+            .unwrap();
+        let (mut after, mut all) = (created, Vec::new());
+        loop {
+            let p = watchlist::feed::page_driven(
+                &mut tx,
+                "bank",
+                Roles::Debtor,
+                created,
+                after,
+                until,
+                23,
+                false,
+                Some(drive),
+            )
+            .await
+            .unwrap();
+            all.extend(p.events);
+            match p.next {
+                Some(n) => after = n,
+                None => break,
+            }
+        }
+        tx.commit().await.unwrap();
+        assert_eq!(ids(&all), expected, "driven by {drive:?}");
+    }
     // Birth numbers stay hidden from a key without the `pii` scope.
     let rcs: Vec<&Value> = pages
         .iter()
@@ -502,6 +563,48 @@ async fn feed_and_webhook(b: Backend) {
         .filter(|w| w["kind"] == "rc")
         .collect();
     assert!(!rcs.is_empty() && rcs.iter().all(|w| w["key"].is_null()));
+    // The administrator's list: every action of its cases from its first person record
+    // on (a party that is not the debtor brings no earlier action), in action-ID order.
+    let tag = format!("<ic>{admin_ico}</ic>");
+    let mut first_of: HashMap<&str, i64> = HashMap::new();
+    for a in &truth.actions {
+        if a.note.as_deref().is_some_and(|n| n.contains(&tag)) {
+            first_of.entry(a.case_number.as_str()).or_insert(a.id);
+        }
+    }
+    let want: Vec<(i64, i64)> = truth
+        .actions
+        .iter()
+        .filter(|a| a.id > created && a.id <= until)
+        .filter(|a| {
+            first_of
+                .get(a.case_number.as_str())
+                .is_some_and(|f| a.id >= *f)
+        })
+        .map(|a| (a.id, a.id))
+        .collect();
+    let mut tx = isir::projection::sql::Tx::begin_read(&app.store)
+        .await
+        .unwrap();
+    let p = watchlist::feed::page(
+        &mut tx,
+        "admins",
+        Roles::All,
+        created,
+        created,
+        until,
+        100_000,
+        false,
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert!(!want.is_empty());
+    assert_eq!(
+        ids(&p.events),
+        want,
+        "an administrator's cases from its appointment on"
+    );
     // A replay from a position delivers again from there.
     let mid = expected[expected.len() / 2].0;
     watchlist::change(

@@ -31,6 +31,10 @@ use super::{Kind, Roles};
 use crate::projection::columns;
 use crate::projection::sql::{Tx, Val};
 
+/// What one action ID of a window costs against one entry of the list when matches are
+/// found from the window (an action and its case's parties against one index probe).
+const WINDOW_COST: i64 = 4;
+
 /// A page of a list's feed.
 #[derive(Debug, Clone)]
 pub struct FeedPage {
@@ -43,29 +47,56 @@ pub struct FeedPage {
     pub last: Option<i64>,
 }
 
+/// How the matches of a page are found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drive {
+    /// From the list: every entry looked up in the parties (costs the list's size).
+    List,
+    /// From the window: the parties of the cases with an action in the window looked up
+    /// in the list (costs the window's actions). Complete for the window: an event at a
+    /// position in it is an action in it, or an earlier action of a case whose debtor's
+    /// first action is in it.
+    Window,
+}
+
 /// The matches of a list: for every case, the watched subjects that are parties in a
 /// watched role, with the first action of each (`f`) and whether it is a debtor. `$1` is
-/// the list's name.
-fn matches_sql(roles: Roles) -> String {
+/// the list's name; with [`Drive::Window`], only cases with an action in [`$3`, `$5`].
+fn matches_sql(roles: Roles, drive: Drive) -> String {
     let role = match roles {
         Roles::Debtor => " AND p.role = 'DLUŽNÍK'",
         Roles::All => "",
     };
     let first = "(SELECT MIN(h.action_id) FROM party_history h WHERE h.case_number = p.case_number \
                  AND h.court = p.court AND h.person_id = p.person_id)";
-    format!(
-        "w AS (SELECT kind, key FROM watch_entries WHERE list = $1), \
-         m AS (\
-           SELECT p.case_number AS cn, w.kind AS kind, w.key AS key, \
-                  CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END AS debtor, {first} AS f \
-             FROM w CROSS JOIN parties p WHERE w.kind = 'ico' AND p.ico = w.key{role} \
-           UNION ALL \
-           SELECT p.case_number, w.kind, w.key, \
-                  CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END, {first} \
-             FROM w CROSS JOIN parties p WHERE w.kind = 'rc' AND p.rc = w.key{role} \
-           UNION ALL \
-           SELECT w.key, w.kind, w.key, 1, -1 FROM w WHERE w.kind = 'case')"
-    )
+    let debtor = "CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END";
+    match drive {
+        Drive::List => format!(
+            "w AS (SELECT kind, key FROM watch_entries WHERE list = $1), \
+             m AS (\
+               SELECT p.case_number AS cn, w.kind AS kind, w.key AS key, {debtor} AS debtor, {first} AS f \
+                 FROM w CROSS JOIN parties p WHERE w.kind = 'ico' AND p.ico = w.key{role} \
+               UNION ALL \
+               SELECT p.case_number, w.kind, w.key, {debtor}, {first} \
+                 FROM w CROSS JOIN parties p WHERE w.kind = 'rc' AND p.rc = w.key{role} \
+               UNION ALL \
+               SELECT w.key, w.kind, w.key, 1, -1 FROM w WHERE w.kind = 'case')"
+        ),
+        Drive::Window => format!(
+            "k AS (SELECT DISTINCT case_number FROM timeline WHERE action_id >= $3 AND action_id <= $5), \
+             m AS (\
+               SELECT p.case_number AS cn, w.kind AS kind, w.key AS key, {debtor} AS debtor, {first} AS f \
+                 FROM k CROSS JOIN parties p CROSS JOIN watch_entries w \
+                WHERE p.case_number = k.case_number AND w.list = $1 AND w.kind = 'ico' AND w.key = p.ico{role} \
+               UNION ALL \
+               SELECT p.case_number, w.kind, w.key, {debtor}, {first} \
+                 FROM k CROSS JOIN parties p CROSS JOIN watch_entries w \
+                WHERE p.case_number = k.case_number AND w.list = $1 AND w.kind = 'rc' AND w.key = p.rc{role} \
+               UNION ALL \
+               SELECT w.key, w.kind, w.key, 1, -1 FROM k CROSS JOIN watch_entries w \
+                WHERE w.list = $1 AND w.kind = 'case' AND w.key = k.case_number)"
+        ),
+    }
 }
 
 /// Reads the list's events with a position in (`after`, `until`] (and, at position
@@ -83,14 +114,62 @@ pub async fn page(
     limit: i64,
     show_rc: bool,
 ) -> Result<FeedPage, sqlx::Error> {
+    page_driven(tx, list, roles, created, after, until, limit, show_rc, None).await
+}
+
+/// [`page`] with the way matches are found fixed (`Some`), for the tests that hold both
+/// ways to the same truth; `None` chooses per statement.
+#[allow(clippy::too_many_arguments)]
+pub async fn page_driven(
+    tx: &mut Tx,
+    list: &str,
+    roles: Roles,
+    created: i64,
+    after: i64,
+    until: i64,
+    limit: i64,
+    show_rc: bool,
+    fixed: Option<Drive>,
+) -> Result<FeedPage, sqlx::Error> {
     // A window of positions after `after`, widened until it holds a page or reaches
     // `until`: each statement reads only the matched cases' actions inside it (an
     // action's position is at least its ID), so a page costs what it returns, not the
     // whole feed after it.
+    // Each statement finds the window's matches the cheaper way: from the window's cases
+    // while the window is small against the list (an action has a few parties), else
+    // from the list.
+    let entries = tx
+        .int(
+            "SELECT entries FROM watchlists WHERE name = $1",
+            &[list.into()],
+        )
+        .await?
+        .unwrap_or(0);
+    let drive_for = |after: i64, bound: i64| {
+        if let Some(d) = fixed {
+            d
+        } else if bound.saturating_sub(after).saturating_mul(WINDOW_COST) <= entries {
+            Drive::Window
+        } else {
+            Drive::List
+        }
+    };
     let mut width = (limit * 10).max(1000);
     let mut rows = loop {
         let bound = after.saturating_add(width).min(until);
-        let rows = positions(tx, list, roles, created, after, i64::MAX, bound, limit + 1).await?;
+        let drive = drive_for(after, bound);
+        let rows = positions(
+            tx,
+            drive,
+            list,
+            roles,
+            created,
+            after,
+            i64::MAX,
+            bound,
+            limit + 1,
+        )
+        .await?;
         if rows.len() as i64 > limit || bound >= until {
             break rows;
         }
@@ -101,7 +180,7 @@ pub async fn page(
         rows.truncate(limit as usize);
         // Never end inside a position: the rest of the last one comes on this page.
         let (p, id, _) = rows.last().cloned().expect("a page with more has rows");
-        let rest = positions(tx, list, roles, created, p, id, p, i64::MAX).await?;
+        let rest = positions(tx, Drive::Window, list, roles, created, p, id, p, i64::MAX).await?;
         rows.extend(rest);
     }
     let last = rows.last().map(|r| r.0);
@@ -151,6 +230,7 @@ pub async fn page(
 #[allow(clippy::too_many_arguments)]
 async fn positions(
     tx: &mut Tx,
+    drive: Drive,
     list: &str,
     roles: Roles,
     created: i64,
@@ -164,7 +244,7 @@ async fn positions(
     // action qualifies through `fo` from it on (position: its ID) and through `fd`
     // always (position: the later of its ID and `fd`). Scanned from `after` on, or from
     // the creation watermark for a case whose debtor came at or after `after`.
-    let sql = positions_sql(roles, tx.is_postgres());
+    let sql = positions_sql(roles, drive, tx.is_postgres());
     let binds: Vec<Val> = vec![
         list.into(),
         created.into(),
@@ -186,7 +266,7 @@ async fn positions(
 /// The statement of [`positions`] (public for the benchmark's query plan): `$1` list,
 /// `$2` creation watermark, `$3`/`$4` the position and action ID to start after, `$5`
 /// the bound, `$6` the limit.
-pub fn positions_sql(roles: Roles, pg: bool) -> String {
+pub fn positions_sql(roles: Roles, drive: Drive, pg: bool) -> String {
     format!(
         "WITH {m}, \
          c AS (SELECT cn, MIN(CASE WHEN debtor = 1 THEN f END) AS fd, \
@@ -201,7 +281,7 @@ pub fn positions_sql(roles: Roles, pg: bool) -> String {
          SELECT CAST(e.pos AS TEXT) || '|' || {json} FROM e CROSS JOIN timeline \
          WHERE timeline.action_id = e.aid AND e.pos IS NOT NULL AND e.pos <= $5 AND (e.pos > $3 OR (e.pos = $3 AND e.aid > $4)) \
          ORDER BY e.pos, e.aid LIMIT $6",
-        m = matches_sql(roles),
+        m = matches_sql(roles, drive),
         json = columns::event_json_sql(pg),
     )
 }
