@@ -45,7 +45,11 @@ async fn load(store: &Store, sim: &Simulator) {
 
 async fn scale(actions: usize, entries: usize, sample: usize) {
     let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("w.db").display());
+    // WATCH_BENCH_DB keeps the database for a look at it afterwards.
+    let url = match std::env::var("WATCH_BENCH_DB") {
+        Ok(p) => format!("sqlite://{p}"),
+        Err(_) => format!("sqlite://{}", dir.path().join("w.db").display()),
+    };
     let store = Store::connect(&url, 8).await.unwrap();
     store.migrate().await.unwrap();
     let sim = Simulator::new(SimOptions {

@@ -309,16 +309,22 @@ async fn matches_of(
     for chunk in cases.chunks(200) {
         let marks: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
         let marks = marks.join(", ");
+        // The page's parties drive (the parties' key), each probing the list's key.
+        let one = |kind: &str, col: &str| {
+            format!(
+                "SELECT p.case_number || '|' || w.kind || '|' || CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END || '|' || \
+                        COALESCE((SELECT MIN(h.action_id) FROM party_history h WHERE h.case_number = p.case_number \
+                                  AND h.court = p.court AND h.person_id = p.person_id), -1) || '|' || w.key \
+                 FROM parties p CROSS JOIN watch_entries w \
+                 WHERE p.case_number IN ({marks}) AND w.list = $1 AND w.kind = '{kind}' AND w.key = p.{col}{role}"
+            )
+        };
         let sql = format!(
-            "SELECT p.case_number || '|' || w.kind || '|' || CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END || '|' || \
-                    COALESCE((SELECT MIN(h.action_id) FROM party_history h WHERE h.case_number = p.case_number \
-                              AND h.court = p.court AND h.person_id = p.person_id), -1) || '|' || w.key \
-             FROM parties p JOIN watch_entries w ON w.list = $1 \
-              AND ((w.kind = 'ico' AND w.key = p.ico) OR (w.kind = 'rc' AND w.key = p.rc)) \
-             WHERE p.case_number IN ({marks}){role} \
-             UNION ALL \
+            "{} UNION ALL {} UNION ALL \
              SELECT w.key || '|case|1|-1|' || w.key FROM watch_entries w \
-             WHERE w.list = $1 AND w.kind = 'case' AND w.key IN ({marks})"
+             WHERE w.list = $1 AND w.kind = 'case' AND w.key IN ({marks})",
+            one("ico", "ico"),
+            one("rc", "rc"),
         );
         let mut binds: Vec<Val> = vec![list.into()];
         binds.extend(chunk.iter().map(|c| Val::from(c.as_str())));
