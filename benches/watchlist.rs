@@ -223,7 +223,7 @@ async fn scale(actions: usize, entries: usize, sample: usize) {
 /// The notifier's lag under a live stream: the register publishes `rate` actions a second
 /// for `secs`; the daemon's parts poll every second, project, and deliver to a receiver
 /// on loopback. Lag: from an action's publication to its delivery.
-async fn live(rate: usize, secs: u64) {
+async fn live(rate: usize, secs: u64, drain: u64) {
     let (sim, url, _g) = isir::sim::spawn(SimOptions {
         seed: 9,
         actions: 5_000,
@@ -343,7 +343,7 @@ async fn live(rate: usize, secs: u64) {
         poller.poll_once().await;
     }
     // Let the last ones through.
-    for _ in 0..15 {
+    for _ in 0..drain {
         poller.poll_once().await;
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -381,10 +381,10 @@ fn main() {
     rt.block_on(async {
         if quick {
             scale(4_000, 2_000, 20).await;
-            live(50, 2).await;
+            live(50, 2, 3).await;
         } else {
             scale(200_000, 100_000, 2_000).await;
-            live(200, 60).await;
+            live(200, 60, 15).await;
         }
     });
 }

@@ -104,7 +104,7 @@ pub fn rc(s: &str) -> Result<String, String> {
     } else {
         let all: u64 = digits.parse().unwrap_or(1);
         let head = all / 10;
-        let ok = all % 11 == 0 || (head % 11 == 10 && all % 10 == 0);
+        let ok = all.is_multiple_of(11) || (head % 11 == 10 && all.is_multiple_of(10));
         if !ok {
             return Err(format!("birth number {t:?} has a wrong check digit"));
         }
