@@ -263,7 +263,7 @@ async fn positions(
     Ok(out)
 }
 
-/// The statement of [`positions`] (public for the benchmark's query plan): `$1` list,
+/// The statement that reads a window of positions (public for the benchmark's query plan): `$1` list,
 /// `$2` creation watermark, `$3`/`$4` the position and action ID to start after, `$5`
 /// the bound, `$6` the limit.
 pub fn positions_sql(roles: Roles, drive: Drive, pg: bool) -> String {
