@@ -527,6 +527,24 @@ async fn feed_and_webhook(b: Backend) {
         next = v["next"].as_str().map(String::from);
     }
     assert_eq!(ids(&pages), expected, "the API's feed is the truth's");
+    // Positions at the ends of the range (found by Schemathesis: `after` = i64::MIN once
+    // widened the page's window forever).
+    for (after, want) in [(i64::MIN, expected.len()), (i64::MAX, 0)] {
+        let r = http
+            .get(format!(
+                "{base}/v1/watchlists/bank/events?after={after}&limit=1000"
+            ))
+            .header("X-API-Key", "bank-key")
+            .send()
+            .await
+            .unwrap();
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(
+            v["events"].as_array().unwrap().len(),
+            want.min(1000),
+            "after={after}"
+        );
+    }
     // Both ways of finding a page's matches give the same feed, page by page.
     for drive in [watchlist::feed::Drive::List, watchlist::feed::Drive::Window] {
         let mut tx = isir::projection::sql::Tx::begin_read(&app.store)

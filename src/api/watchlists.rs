@@ -25,7 +25,7 @@ pub(crate) fn watch_columns() -> Vec<&'static str> {
 
 /// A watchlist's change feed, in feed order (position, then action ID).
 #[utoipa::path(get, path = "/v1/watchlists/{name}/events", tag = "watchlists",
-    params(("name" = String, Path, description = "The watchlist's name"), crate::api::params::WatchEventParams),
+    params(("name" = String, Path, description = "The watchlist's name", example = "partners"), crate::api::params::WatchEventParams),
     responses(
         (status = 200, description = "A page of the list's feed; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),

@@ -154,9 +154,16 @@ pub async fn page_driven(
             Drive::List
         }
     };
+    // No position is at or below the creation watermark (every action in the feed is
+    // above it, and a position is at least its action's ID).
+    let after = after.max(created);
     let mut width = (limit * 10).max(1000);
     let mut rows = loop {
-        let bound = after.saturating_add(width).min(until);
+        let bound = if width >= until.saturating_sub(after) {
+            until
+        } else {
+            after + width
+        };
         let drive = drive_for(after, bound);
         let rows = positions(
             tx,
