@@ -43,13 +43,36 @@ async fn load(store: &Store, sim: &Simulator) {
     }
 }
 
-async fn scale(actions: usize, entries: usize, sample: usize) {
+/// A fresh PostgreSQL database (from ISIR_TEST_PG, default the local one): its URL.
+async fn pg_database() -> String {
+    use sqlx::Connection;
+    let admin = std::env::var("ISIR_TEST_PG")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let mut c = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("PostgreSQL for the bench (ISIR_TEST_PG)");
+    let name = format!("isir_wbench_{}", std::process::id());
+    for q in [
+        format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        sqlx::query(&q).execute(&mut c).await.unwrap();
+    }
+    format!("{}/{name}", admin.rsplit_once('/').unwrap().0)
+}
+
+async fn scale(actions: usize, entries: usize, sample: usize, pg: bool) {
     let dir = tempfile::tempdir().unwrap();
-    // WATCH_BENCH_DB keeps the database for a look at it afterwards.
-    let url = match std::env::var("WATCH_BENCH_DB") {
-        Ok(p) => format!("sqlite://{p}"),
-        Err(_) => format!("sqlite://{}", dir.path().join("w.db").display()),
+    // WATCH_BENCH_DB keeps the SQLite database for a look at it afterwards.
+    let url = if pg {
+        pg_database().await
+    } else {
+        match std::env::var("WATCH_BENCH_DB") {
+            Ok(p) => format!("sqlite://{p}"),
+            Err(_) => format!("sqlite://{}", dir.path().join("w.db").display()),
+        }
     };
+    println!("--- {}", if pg { "PostgreSQL" } else { "SQLite" });
     let store = Store::connect(&url, 8).await.unwrap();
     store.migrate().await.unwrap();
     let sim = Simulator::new(SimOptions {
@@ -59,8 +82,12 @@ async fn scale(actions: usize, entries: usize, sample: usize) {
     });
     let t = Instant::now();
     load(&store, &sim).await;
+    if let Store::Postgres(p) = &store {
+        // What autovacuum does after such a load, done now rather than waited for.
+        sqlx::query("ANALYZE").execute(p).await.unwrap();
+    }
     println!(
-        "replica: {actions} actions stored and projected in {:.1} s",
+        "replica: {actions} actions stored and projected in {:.1} s (PostgreSQL: and analyzed)",
         t.elapsed().as_secs_f64()
     );
     store.set_setting("phase", "serve").await.unwrap();
@@ -380,10 +407,16 @@ fn main() {
         .unwrap();
     rt.block_on(async {
         if quick {
-            scale(4_000, 2_000, 20).await;
+            scale(4_000, 2_000, 20, false).await;
             live(50, 2, 3).await;
         } else {
-            scale(200_000, 100_000, 2_000).await;
+            if std::env::var("WATCH_BENCH_ONLY_PG").is_err() {
+                scale(200_000, 100_000, 2_000, false).await;
+            }
+            scale(200_000, 100_000, 2_000, true).await;
+            if std::env::var("WATCH_BENCH_ONLY_PG").is_ok() {
+                return;
+            }
             live(200, 60, 15).await;
         }
     });

@@ -246,6 +246,12 @@ pub async fn create(
     tx.insert_with("watch_entries", &["list", "kind", "key"], &rows, "")
         .await?;
     tx.commit().await?;
+    // A new list changes what the entries table holds at once; PostgreSQL's planner,
+    // left to the next autovacuum, would take a 100 000-entry list for one row and drive
+    // a page's lookups from it.
+    if let Store::Postgres(p) = store {
+        sqlx::query("ANALYZE watch_entries").execute(p).await?;
+    }
     let list = get(store, &new.name).await?;
     Ok((list, secret))
 }
