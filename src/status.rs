@@ -159,7 +159,7 @@ pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
         .filter(|m| !m.name.contains('#'))
         .collect();
     let built = live.len() >= crate::projection::NAMES.len();
-    let watermark = live.iter().map(|m| m.cursor).min();
+    let watermark = crate::projection::watermark(&projections);
     Ok(Status {
         backend: app.store.backend(),
         phase,

@@ -25,29 +25,22 @@ pub(crate) async fn metrics_text(State(state): State<ReadState>) -> Response {
         if let Some(cp) = cp {
             metrics::gauge!("isir_checkpoint_action_id").set(cp as f64);
         }
-        if let Ok(metas) = crate::projection::metas(&src.store).await {
-            for m in metas.iter().filter(|m| !m.name.contains('#')) {
-                metrics::gauge!("isir_projection_stopped", "builder" => m.name.clone())
-                    .set(if m.error.is_some() { 1.0 } else { 0.0 });
-                metrics::gauge!("isir_projection_updated_timestamp_seconds", "builder" => m.name.clone())
-                    .set(m.updated_at as f64 / 1000.0);
-                metrics::gauge!("isir_projection_cursor_action_id", "builder" => m.name.clone())
-                    .set(m.cursor as f64);
-                if let Some(cp) = cp {
-                    metrics::gauge!("isir_projection_lag_ids", "builder" => m.name.clone())
-                        .set((cp - m.cursor).max(0) as f64);
-                }
+        let metas = crate::projection::metas(&src.store)
+            .await
+            .unwrap_or_default();
+        for m in metas.iter().filter(|m| !m.name.contains('#')) {
+            metrics::gauge!("isir_projection_stopped", "builder" => m.name.clone())
+                .set(if m.error.is_some() { 1.0 } else { 0.0 });
+            metrics::gauge!("isir_projection_updated_timestamp_seconds", "builder" => m.name.clone())
+                .set(m.updated_at as f64 / 1000.0);
+            metrics::gauge!("isir_projection_cursor_action_id", "builder" => m.name.clone())
+                .set(m.cursor as f64);
+            if let Some(cp) = cp {
+                metrics::gauge!("isir_projection_lag_ids", "builder" => m.name.clone())
+                    .set((cp - m.cursor).max(0) as f64);
             }
         }
-        let watermark = crate::projection::metas(&src.store)
-            .await
-            .ok()
-            .and_then(|ms| {
-                ms.iter()
-                    .filter(|m| !m.name.contains('#'))
-                    .map(|m| m.cursor)
-                    .min()
-            });
+        let watermark = crate::projection::watermark(&metas);
         for w in crate::status::watch_status(&src.store, watermark).await {
             if w.list.webhook_url.is_none() {
                 continue;

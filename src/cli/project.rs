@@ -60,11 +60,7 @@ pub async fn run(app: &App, cmd: ProjectCmd) -> anyhow::Result<Exit> {
                     v
                 })
                 .collect();
-            let watermark = metas
-                .iter()
-                .filter(|m| !m.name.contains('#'))
-                .map(|m| m.cursor)
-                .min();
+            let watermark = projection::watermark(&metas);
             let notifiers: Vec<_> = crate::status::watch_status(&app.store, watermark)
                 .await
                 .into_iter()

@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use super::{Exit, Output};
 use crate::app::App;
-use crate::watchlist::{self, Change, Kind, NewList, Roles, WatchError};
+use crate::watchlist::{self, Change, NewList, Roles, WatchError};
 
 #[derive(Subcommand, Debug)]
 pub enum WatchCmd {
@@ -201,12 +201,12 @@ pub async fn run(app: &App, cmd: WatchCmd) -> anyhow::Result<Exit> {
                 Err(e) => return refused(out, &e),
             };
             let es = watchlist::entries(store, &name).await?;
-            let count = |k: Kind| es.iter().filter(|e| e.kind == k).count();
+            let by = watchlist::ByKind::of(&es);
             let shown: Vec<_> = if entries { es.clone() } else { Vec::new() };
             out.print(
                 &serde_json::json!({
                     "watchlist": list,
-                    "entries_by_kind": {"ico": count(Kind::Ico), "rc": count(Kind::Rc), "case": count(Kind::Case)},
+                    "entries_by_kind": by,
                     "entries": shown,
                 }),
                 || {
@@ -215,9 +215,9 @@ pub async fn run(app: &App, cmd: WatchCmd) -> anyhow::Result<Exit> {
                         list.name,
                         list.roles,
                         list.entries,
-                        count(Kind::Ico),
-                        count(Kind::Rc),
-                        count(Kind::Case),
+                        by.ico,
+                        by.rc,
+                        by.case,
                         crate::store::fmt_ms(list.created_at),
                         list.created_watermark,
                         list.webhook_url.as_deref().unwrap_or("none (API only)"),

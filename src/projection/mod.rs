@@ -300,6 +300,16 @@ pub async fn ensure_all(store: &Store) -> Result<(), ProjectionError> {
 }
 
 /// Every builder's state (and any rebuild in progress).
+/// The projection watermark: the lowest cursor of the live builders (a rebuild's
+/// `#next` set does not count), if any builder has one.
+pub fn watermark(metas: &[Meta]) -> Option<i64> {
+    metas
+        .iter()
+        .filter(|m| !m.name.contains('#'))
+        .map(|m| m.cursor)
+        .min()
+}
+
 pub async fn metas(store: &Store) -> Result<Vec<Meta>, ProjectionError> {
     let mut tx = Tx::begin_read(store).await?;
     let keys = tx

@@ -65,10 +65,9 @@ async fn list(State(w): State<ReadState>) -> Result<Response, Problem> {
 async fn show(State(w): State<ReadState>, Path(name): Path<String>) -> Result<Response, Problem> {
     let l = super::get(&w.store, &name).await?;
     let es = super::entries(&w.store, &name).await?;
-    let count = |k: Kind| es.iter().filter(|e| e.kind == k).count();
     Ok(Json(json!({
         "watchlist": l,
-        "entries_by_kind": {"ico": count(Kind::Ico), "rc": count(Kind::Rc), "case": count(Kind::Case)},
+        "entries_by_kind": super::ByKind::of(&es),
     }))
     .into_response())
 }

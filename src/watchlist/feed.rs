@@ -47,6 +47,21 @@ pub struct FeedPage {
     pub last: Option<i64>,
 }
 
+/// The role condition of `roles` on the parties row `p`.
+fn role_filter(roles: Roles) -> &'static str {
+    match roles {
+        Roles::Debtor => " AND p.role = 'DLUŽNÍK'",
+        Roles::All => "",
+    }
+}
+
+/// A party's first action: its first person record (party row `p`).
+const FIRST: &str = "(SELECT MIN(h.action_id) FROM party_history h WHERE h.case_number = p.case_number \
+                     AND h.court = p.court AND h.person_id = p.person_id)";
+
+/// Whether the party row `p` is a debtor, as 1 or 0.
+const DEBTOR: &str = "CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END";
+
 /// How the matches of a page are found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Drive {
@@ -63,13 +78,7 @@ pub enum Drive {
 /// watched role, with the first action of each (`f`) and whether it is a debtor. `$1` is
 /// the list's name; with [`Drive::Window`], only cases with an action in [`$3`, `$5`].
 fn matches_sql(roles: Roles, drive: Drive) -> String {
-    let role = match roles {
-        Roles::Debtor => " AND p.role = 'DLUŽNÍK'",
-        Roles::All => "",
-    };
-    let first = "(SELECT MIN(h.action_id) FROM party_history h WHERE h.case_number = p.case_number \
-                 AND h.court = p.court AND h.person_id = p.person_id)";
-    let debtor = "CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END";
+    let (role, first, debtor) = (role_filter(roles), FIRST, DEBTOR);
     match drive {
         Drive::List => format!(
             "w AS (SELECT kind, key FROM watch_entries WHERE list = $1), \
@@ -308,10 +317,7 @@ async fn matches_of(
     roles: Roles,
     cases: &[String],
 ) -> Result<HashMap<String, Vec<Match>>, sqlx::Error> {
-    let role = match roles {
-        Roles::Debtor => " AND p.role = 'DLUŽNÍK'",
-        Roles::All => "",
-    };
+    let role = role_filter(roles);
     let mut out: HashMap<String, Vec<Match>> = HashMap::new();
     for chunk in cases.chunks(200) {
         let marks: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 2)).collect();
@@ -319,9 +325,8 @@ async fn matches_of(
         // The page's parties drive (the parties' key), each probing the list's key.
         let one = |kind: &str, col: &str| {
             format!(
-                "SELECT p.case_number || '|' || w.kind || '|' || CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END || '|' || \
-                        COALESCE((SELECT MIN(h.action_id) FROM party_history h WHERE h.case_number = p.case_number \
-                                  AND h.court = p.court AND h.person_id = p.person_id), -1) || '|' || w.key \
+                "SELECT p.case_number || '|' || w.kind || '|' || {DEBTOR} || '|' || \
+                        COALESCE({FIRST}, -1) || '|' || w.key \
                  FROM parties p CROSS JOIN watch_entries w \
                  WHERE p.case_number IN ({marks}) AND w.list = $1 AND w.kind = '{kind}' AND w.key = p.{col}{role}"
             )

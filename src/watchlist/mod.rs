@@ -112,6 +112,28 @@ const LIST_COLUMNS: &str = "name, roles, webhook_url, created_at, created_waterm
      delivered_batches, delivered_events, last_delivered_at, failing_since, failing, last_error, \
      last_attempt_at, (previous_secret IS NOT NULL AND COALESCE(previous_until, 0) > $1) AS rotating";
 
+/// A list's entries counted by kind, as `isir watch show` and the admin route report them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ByKind {
+    pub ico: usize,
+    pub rc: usize,
+    pub case: usize,
+}
+
+impl ByKind {
+    pub fn of(entries: &[Entry]) -> ByKind {
+        let mut b = ByKind::default();
+        for e in entries {
+            match e.kind {
+                Kind::Ico => b.ico += 1,
+                Kind::Rc => b.rc += 1,
+                Kind::Case => b.case += 1,
+            }
+        }
+        b
+    }
+}
+
 /// What a new list is made of.
 #[derive(Debug, Clone)]
 pub struct NewList {
