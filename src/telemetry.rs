@@ -49,6 +49,13 @@ pub const CATALOGUE: &[(&str, Kind, Option<Unit>, &str)] = &[
         None,
         "Feed positions between a watchlist's delivered cursor and the projection watermark; by list. Read from the store at scrape time.",
     ),
+    // The read side's limits.
+    (
+        "isir_api_read_timeouts_total",
+        Kind::Counter,
+        None,
+        "Reads answered 503 because a statement ran past api.statement_timeout_ms (cause statement) or no read connection was free within api.acquire_timeout_ms (cause pool).",
+    ),
     (
         "isir_build_info",
         Kind::Gauge,
@@ -215,6 +222,11 @@ fn describe() {
 }
 
 /// Makes sure the recorder exists before anything records.
+/// A read stopped by the read side's limits (`cause`: statement or pool).
+pub fn read_timeout(cause: &'static str) {
+    metrics::counter!("isir_api_read_timeouts_total", "cause" => cause).increment(1);
+}
+
 pub fn init() {
     let _ = handle();
 }

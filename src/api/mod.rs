@@ -2,7 +2,7 @@
 //! counts, served from the projections with the projection watermark on every answer;
 //! the operations endpoints (`/healthz`, `/readyz`, `/openapi.json`, `/metrics`).
 //!
-//! One file per resource (`cases`, `subjects` and its bulk `lookup`, `events`,
+//! One file per resource (`cases`, `subjects` and its bulk `lookup`, the name `search`, `events`,
 //! `watchlists` (a list's feed), `stats`, `health`), with the
 //! representations (`format`), paging (`pagination`), parameter descriptions (`params`)
 //! and the OpenAPI document (`openapi`) in their own. It reads through [`crate::read`]
@@ -17,6 +17,7 @@ mod lookup;
 pub mod openapi;
 mod pagination;
 pub mod params;
+mod search;
 mod stats;
 mod subjects;
 mod watchlists;
@@ -36,6 +37,7 @@ pub fn router(state: ReadState) -> Router {
         .route("/v1/cases/{year}/{number}/events", get(cases::case_events))
         .route("/v1/subjects", get(subjects::subjects))
         .route("/v1/subjects/lookup", post(lookup::lookup))
+        .route("/v1/search", get(search::search))
         .route("/v1/cases", get(cases::case_list))
         .route("/v1/events", get(events::events))
         .route("/v1/stats", get(stats::stats))

@@ -192,6 +192,7 @@ impl Modify for Security {
         super::cases::case_list,
         super::subjects::subjects,
         super::lookup::lookup,
+        super::search::search,
         super::events::events,
         super::stats::stats,
         super::watchlists::watch_events,

@@ -150,6 +150,57 @@ pub struct SubjectParams {
     format: Option<ListFormat>,
 }
 
+/// A name search: the words of a name as people type them, with optional filters.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct SearchParams {
+    /// The words of a name, in any order; case, diacritics and legal forms (`s.r.o.`,
+    /// `a.s.`) are ignored and every word may be a prefix (`nov jan` finds Jan Novák).
+    #[param(min_length = 1, max_length = 200)]
+    q: String,
+    /// Only persons in this role.
+    #[param(inline)]
+    role: Option<SearchRole>,
+    /// Only cases of this court: its short name (`KSPHA`) or its code.
+    court: Option<String>,
+    /// Only natural persons (`druhOsoby` F or PODNIKATEL) or only companies (P).
+    #[param(inline)]
+    kind: Option<SearchKind>,
+    /// Only persons born in this year. Only for a key with the `pii` scope: without it
+    /// the answer is a 403 problem.
+    #[param(minimum = 1800, maximum = 2200)]
+    birth_year: Option<i64>,
+    #[param(minimum = 1)]
+    limit: Option<i64>,
+    cursor: Option<String>,
+    #[param(inline)]
+    format: Option<ListFormat>,
+}
+
+/// A role of a person in a case.
+#[derive(ToSchema, Serialize)]
+#[allow(dead_code)]
+pub enum SearchRole {
+    #[serde(rename = "DLUŽNÍK")]
+    Debtor,
+    #[serde(rename = "VĚŘITEL")]
+    Creditor,
+    #[serde(rename = "VĚŘIT-NAVR")]
+    Petitioner,
+    #[serde(rename = "SPRÁVCE")]
+    Administrator,
+}
+
+/// Natural person or company.
+#[derive(ToSchema, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum SearchKind {
+    Person,
+    Company,
+}
+
 /// Order of a case list.
 #[derive(ToSchema, Serialize)]
 #[serde(rename_all = "lowercase")]

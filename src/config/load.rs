@@ -245,6 +245,21 @@ impl Settings {
             "must be between 1 and api.max_limit",
         );
         check(
+            (1..=25_000).contains(&self.api.statement_timeout_ms),
+            "api.statement_timeout_ms",
+            "must be between 1 and 25000 (under the 30 s request timeout)",
+        );
+        check(
+            self.api.max_connections >= 1,
+            "api.max_connections",
+            "must be above 0",
+        );
+        check(
+            (1..=25_000).contains(&self.api.acquire_timeout_ms),
+            "api.acquire_timeout_ms",
+            "must be between 1 and 25000",
+        );
+        check(
             self.projection.rebuild_chunk > 0,
             "projection.rebuild_chunk",
             "must be above 0",

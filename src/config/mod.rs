@@ -149,6 +149,17 @@ pub struct ApiSettings {
     /// phase change or a new watermark shows within a fifth of a second, and a lookup
     /// costs one query instead of two.
     pub meta_cache_ms: u64,
+    /// Milliseconds a read's statement may run before it is stopped (PostgreSQL
+    /// `statement_timeout`, a SQLite progress handler) and the answer is a 503 with
+    /// `Retry-After`. 5000: every list is an index walk in milliseconds; a query that
+    /// takes seconds is one the API should not run for one caller.
+    pub statement_timeout_ms: u64,
+    /// Database connections of the read side, apart from the writer's
+    /// (`database.max_connections`). 16.
+    pub max_connections: u32,
+    /// Milliseconds a read waits for a free connection before it answers 503 with
+    /// `Retry-After`. 2000.
+    pub acquire_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -171,6 +182,9 @@ impl Default for ApiSettings {
             burst: 100,
             keys: Vec::new(),
             meta_cache_ms: 200,
+            statement_timeout_ms: 5_000,
+            max_connections: 16,
+            acquire_timeout_ms: 2_000,
         }
     }
 }

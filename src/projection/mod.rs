@@ -11,6 +11,7 @@
 pub mod cases;
 pub mod columns;
 pub mod fold;
+pub mod names;
 pub mod parties;
 mod rebuild;
 pub mod sql;
@@ -107,6 +108,11 @@ pub trait Builder: Send + Sync {
     /// rebuild may apply the replica case by case instead of in ID order.
     fn per_case(&self) -> bool {
         false
+    }
+    /// Brings version `v`, made by an earlier release, up to this one's tables (adds and
+    /// fills what is missing); whether it changed anything.
+    async fn upgrade(&self, _tx: &mut Tx, _v: i64) -> Result<bool, ProjectionError> {
+        Ok(false)
     }
     /// Fills a new version with what it starts from (e.g. the seeded code list).
     async fn seed(&self, _tx: &mut Tx, _v: i64) -> Result<(), ProjectionError> {
@@ -268,6 +274,7 @@ pub async fn ensure(store: &Store, name: &str) -> Result<Meta, ProjectionError> 
     let b = builder(name)?;
     // The common case, after the first run: no write lock taken.
     if let Ok(m) = read_one(store, name).await {
+        upgrade(store, b.as_ref(), &m).await?;
         return Ok(m);
     }
     let mut tx = Tx::begin(store).await?;
@@ -290,6 +297,21 @@ pub async fn ensure(store: &Store, name: &str) -> Result<Meta, ProjectionError> 
     };
     tx.commit().await?;
     Ok(m)
+}
+
+/// Brings the live version of a builder (and a rebuild's next one) up to this release's
+/// tables ([`Builder::upgrade`]); a new table of the live version gets its view. Reads
+/// only, unless something is missing.
+async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), ProjectionError> {
+    let mut tx = Tx::begin(store).await?;
+    if b.upgrade(&mut tx, live.version).await? {
+        point_views(&mut tx, b, live.version).await?;
+    }
+    if let Some(next) = read_meta(&mut tx, &format!("{}#next", live.name)).await? {
+        b.upgrade(&mut tx, next.version).await?;
+    }
+    tx.commit().await?;
+    Ok(())
 }
 
 pub async fn ensure_all(store: &Store) -> Result<(), ProjectionError> {

@@ -2,8 +2,9 @@
 //! person ID), the latest action winning for each field, with its history per action,
 //! and the search keys (IČO, birth number, a name key without case and diacritics).
 //!
-//! Owns `parties_vN`, `party_history_vN` and `erasures_vN`. On a § 425 erasure it deletes
-//! the debtors' rows and history (their person ID itself is built from name and birth
+//! Owns `parties_vN`, `party_history_vN`, `erasures_vN` and, through [`super::names`],
+//! the name-search index `names_vN`. On a § 425 erasure it deletes the debtors' rows,
+//! their index entries and history (their person ID itself is built from name and birth
 //! date) in the same step, records the erasure, and keeps every later debtor action of
 //! that case out.
 
@@ -188,7 +189,7 @@ impl Builder for Parties {
     }
 
     fn tables(&self) -> &'static [&'static str] {
-        &["parties", "party_history", "erasures"]
+        &["parties", "party_history", "erasures", "names"]
     }
 
     fn per_case(&self) -> bool {
@@ -196,8 +197,7 @@ impl Builder for Parties {
     }
 
     fn ddl(&self, v: i64, pg: bool) -> Vec<String> {
-        let _ = pg;
-        vec![
+        let mut ddl = vec![
             format!(
                 "CREATE TABLE parties_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
                  role TEXT, kind TEXT, ico TEXT, rc TEXT, name_key TEXT, latest_action_id BIGINT NOT NULL, \
@@ -222,7 +222,22 @@ impl Builder for Parties {
             format!(
                 "CREATE TABLE erasures_v{v} (case_number TEXT PRIMARY KEY, action_id BIGINT NOT NULL, struck_out TEXT NOT NULL)"
             ),
-        ]
+        ];
+        ddl.extend(super::names::ddl(v, pg));
+        ddl
+    }
+
+    async fn upgrade(&self, tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+        if super::names::exists(tx, v).await? {
+            return Ok(false);
+        }
+        let n = super::names::backfill(tx, v).await?;
+        tracing::info!(
+            version = v,
+            persons = n,
+            "parties: name-search index built for a store made before it"
+        );
+        Ok(true)
     }
 
     async fn apply(
@@ -359,6 +374,7 @@ impl Builder for Parties {
             &rows,
         )
         .await?;
+        super::names::write(tx, v, &changed).await?;
         let hist: Vec<Vec<Val>> = history
             .into_iter()
             .map(|((c, ct, p), id, person)| {
@@ -411,6 +427,7 @@ impl Builder for Parties {
         }
         // Erased debtors go, with their history, in the same step.
         for (c, ct, p) in &deleted {
+            super::names::delete(tx, v, [c, ct, p]).await?;
             for t in ["parties", "party_history"] {
                 tx.exec(
                     &format!("DELETE FROM {t}_v{v} WHERE case_number = $1 AND court = $2 AND person_id = $3"),

@@ -7,9 +7,11 @@
 //! no function that writes. `api` and `web` import this module and never each other;
 //! `http` mounts both.
 
+pub mod limit;
 pub mod params;
 mod problem;
 pub mod queries;
+pub mod search;
 pub mod watermark;
 
 use std::sync::Arc;
@@ -36,6 +38,11 @@ pub struct ReadOptions {
     /// How long the phase and the watermark are reused between requests (0: read for
     /// every request).
     pub meta_cache: Duration,
+    /// How long one statement of a read may run ([`limit`]).
+    pub statement_timeout: Duration,
+    /// The read side's own connections, and how long a read waits for one.
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
 }
 
 impl Default for ReadOptions {
@@ -60,6 +67,9 @@ impl ReadOptions {
             burst: a.burst,
             keys: a.keys.clone(),
             meta_cache: Duration::from_millis(a.meta_cache_ms),
+            statement_timeout: Duration::from_millis(a.statement_timeout_ms),
+            max_connections: a.max_connections,
+            acquire_timeout: Duration::from_millis(a.acquire_timeout_ms),
         }
     }
 }
@@ -110,6 +120,10 @@ pub struct Shared {
     /// Direct read connections for one-statement answers on a SQLite file (see
     /// [`crate::store::direct`]); `None` on PostgreSQL.
     pub(crate) direct: Option<Arc<crate::store::direct::Pool>>,
+    /// Whether `store` is the read side's own pool (always, but for an in-memory SQLite
+    /// database, which only its one pool sees): only then may a read leave a time
+    /// limit on a connection.
+    pub(crate) limited: bool,
     /// The replica's privacy key, read once from the store at the first use.
     privacy: tokio::sync::OnceCell<crate::privacy::Privacy>,
 }
@@ -122,9 +136,17 @@ impl std::ops::Deref for ReadState {
 }
 
 impl ReadState {
+    /// The read state over `store`: reads go through a pool of their own
+    /// ([`Store::for_readers`], `api.max_connections`), every statement time-limited.
     pub fn new(store: Store, opts: ReadOptions) -> Self {
         crate::telemetry::init();
+        let (store, limited) = store.for_readers(
+            opts.max_connections,
+            opts.acquire_timeout,
+            opts.statement_timeout,
+        );
         ReadState(Arc::new(Shared {
+            limited,
             opts,
             meta: std::sync::Mutex::new(None),
             status: None,

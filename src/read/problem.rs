@@ -14,6 +14,9 @@ pub struct Problem {
     pub title: String,
     pub status: u16,
     pub detail: String,
+    /// Seconds for a `Retry-After` header (a 503 that will pass).
+    #[serde(skip)]
+    pub retry_after: Option<u64>,
 }
 
 impl Problem {
@@ -23,7 +26,13 @@ impl Problem {
             title: status.canonical_reason().unwrap_or("error").to_string(),
             status: status.as_u16(),
             detail: detail.into(),
+            retry_after: None,
         }
+    }
+    /// The same problem with a `Retry-After` of `secs`.
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
     pub fn bad(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, "bad-parameter", detail)
@@ -55,12 +64,18 @@ impl Problem {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (
+        let retry = self.retry_after;
+        let mut resp = (
             status,
             [(header::CONTENT_TYPE, "application/problem+json")],
             axum::Json(self),
         )
-            .into_response()
+            .into_response();
+        if let Some(s) = retry {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(s));
+        }
+        resp
     }
 }
 
@@ -70,8 +85,9 @@ impl From<crate::projection::ProjectionError> for Problem {
     }
 }
 
+/// A failed read: a timeout or a full pool is a 503 ([`super::limit::problem`]).
 impl From<sqlx::Error> for Problem {
     fn from(e: sqlx::Error) -> Self {
-        Problem::internal(e)
+        super::limit::problem(e)
     }
 }

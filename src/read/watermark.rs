@@ -85,17 +85,14 @@ async fn cached_meta(state: &ReadState, tx: &mut Tx) -> Result<(Watermark, bool)
 
 /// Opens a read snapshot, checks the phase and reads the watermark.
 pub async fn open(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
-    let tx = Tx::begin_read(&state.store).await?;
+    let tx = super::limit::begin(state).await?;
     gate(state, tx).await
 }
 
 /// Like [`open`] without a transaction, for an answer of one indexed, bounded statement
 /// (on a SQLite file it runs on a direct connection, on this thread).
 pub async fn open_single(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
-    let tx = match &state.direct {
-        Some(pool) => Tx::Direct(pool.get().map_err(crate::store::direct::to_sqlx)?),
-        None => Tx::single(&state.store).await?,
-    };
+    let tx = super::limit::single(state).await?;
     gate(state, tx).await
 }
 
@@ -104,14 +101,7 @@ pub async fn open_single(state: &ReadState) -> Result<(Tx, Watermark), Problem> 
 /// async threads (`spawn_blocking`), since a direct connection runs on the caller's
 /// thread. Whether it is direct is [`Tx::is_direct`].
 pub async fn open_many(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
-    let tx = match &state.direct {
-        Some(pool) => {
-            let mut c = pool.get().map_err(crate::store::direct::to_sqlx)?;
-            c.begin().map_err(crate::store::direct::to_sqlx)?;
-            Tx::Direct(c)
-        }
-        None => Tx::begin_read(&state.store).await?,
-    };
+    let tx = super::limit::many(state).await?;
     gate(state, tx).await
 }
 

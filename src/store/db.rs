@@ -111,6 +111,41 @@ impl Store {
         }
     }
 
+    /// A pool of the same database for the read side, apart from the writer's
+    /// connections: at most `max` connections, a `wait` for one, and on PostgreSQL every
+    /// statement limited to `limit` (`statement_timeout`; SQLite's limit is set per read,
+    /// see [`crate::read::limit`]). An in-memory SQLite database is seen only through its
+    /// own pool: it is returned as it is, and the flag says so (`false`).
+    pub fn for_readers(&self, max: u32, wait: Duration, limit: Duration) -> (Store, bool) {
+        match self {
+            Store::Postgres(p) => {
+                let opts = p
+                    .connect_options()
+                    .as_ref()
+                    .clone()
+                    .options([("statement_timeout", limit.as_millis().max(1).to_string())]);
+                let pool = PgPoolOptions::new()
+                    .max_connections(max)
+                    .acquire_timeout(wait)
+                    .connect_lazy_with(opts);
+                (Store::Postgres(pool), true)
+            }
+            Store::Sqlite(p) => {
+                let opts = p.connect_options().as_ref().clone();
+                let name = opts.get_filename().to_string_lossy().to_string();
+                if name.is_empty() || name.contains(":memory:") || name.contains("mode=memory") {
+                    return (self.clone(), false);
+                }
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(max)
+                    .acquire_timeout(wait)
+                    .test_before_acquire(false)
+                    .connect_lazy_with(opts);
+                (Store::Sqlite(pool), true)
+            }
+        }
+    }
+
     /// Applies the migrations of this back end.
     pub async fn migrate(&self) -> anyhow::Result<()> {
         match self {

@@ -162,6 +162,14 @@ impl Conn {
         Ok(())
     }
 
+    /// Interrupts every statement of this connection that runs past `deadline` (the read
+    /// side's time limit): it fails then as a timeout ([`to_sqlx`]). Until the
+    /// connection is dropped or limited again.
+    pub fn limit(&self, deadline: std::time::Instant) {
+        self.conn()
+            .progress_handler(1_000, Some(move || std::time::Instant::now() >= deadline));
+    }
+
     /// Ends the read transaction, if one is open.
     pub fn commit(&mut self) -> rusqlite::Result<()> {
         if self.in_tx {
@@ -175,6 +183,8 @@ impl Conn {
 impl Drop for Conn {
     fn drop(&mut self) {
         if let Some(c) = self.conn.take() {
+            // A time limit ends with its use (and must not stop the rollback).
+            c.progress_handler(0, None::<fn() -> bool>);
             if self.in_tx && c.execute_batch("ROLLBACK").is_err() {
                 return; // not returned to the pool in an unknown state
             }
@@ -212,5 +222,14 @@ pub fn actions(
 
 /// A rusqlite error in the form the store's callers handle (as a driver I/O failure).
 pub fn to_sqlx(e: rusqlite::Error) -> sqlx::Error {
-    sqlx::Error::Io(std::io::Error::other(format!("sqlite: {e}")))
+    // An interrupted statement ran past its time limit (`Conn::limit`): a timeout.
+    let kind = match &e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.code == rusqlite::ErrorCode::OperationInterrupted =>
+        {
+            std::io::ErrorKind::TimedOut
+        }
+        _ => std::io::ErrorKind::Other,
+    };
+    sqlx::Error::Io(std::io::Error::new(kind, format!("sqlite: {e}")))
 }

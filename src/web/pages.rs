@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::html::{error_page, escape, page};
 use crate::read::params::{case_number, search_key, url_escape};
+use crate::read::search::{self, After, Search};
 use crate::read::watermark::open;
 use crate::read::{Caller, Problem, ReadState, queries};
 
@@ -141,25 +142,53 @@ pub async fn search(
             );
         }
     };
-    let after: Vec<String> = match q.get("after") {
-        Some(a) => match privacy.unseal(a, 3) {
-            Some(v) => v,
-            None => {
-                return problem_page(Problem::bad("after is malformed; use the `more` link"));
-            }
-        },
-        None => vec![String::new(); 3],
-    };
+    let name = col == "name_key";
     let r = async {
         let (mut tx, wm) = open(&state).await?;
-        let rows =
-            queries::subjects(&mut tx, col, std::slice::from_ref(&key), &after, PAGE + 1).await?;
+        let rows = if name {
+            // A name goes through the ranked name search (any order, prefixes).
+            let s = Search {
+                words: Search::words(&text)?,
+                ..Search::default()
+            };
+            let after = q
+                .get("after")
+                .map(|a| After::unseal(&privacy, a))
+                .transpose()?;
+            let hits = search::search(&mut tx, &s, after.as_ref(), PAGE + 1).await?;
+            let mut rows = Vec::with_capacity(hits.len());
+            for h in &hits {
+                rows.push(serde_json::from_str(&h.doc).map_err(Problem::internal)?);
+            }
+            (rows, hits)
+        } else {
+            let after: Vec<String> = match q.get("after") {
+                Some(a) => privacy
+                    .unseal(a, 3)
+                    .ok_or_else(|| Problem::bad("after is malformed; use the `more` link"))?,
+                None => vec![String::new(); 3],
+            };
+            let rows =
+                queries::subjects(&mut tx, col, std::slice::from_ref(&key), &after, PAGE + 1)
+                    .await?;
+            (rows, Vec::new())
+        };
         tx.commit().await?;
         Ok::<_, Problem>((rows, wm))
     }
     .await;
-    let (mut rows, wm) = match r {
+    let ((mut rows, hits), wm) = match r {
         Ok(x) => x,
+        Err(p) if p.status == 400 => {
+            return page(
+                StatusCode::BAD_REQUEST,
+                "isir: search",
+                &format!(
+                    "{form}<p id=\"error\" class=\"bad\">{}</p>",
+                    escape(&p.detail)
+                ),
+            );
+        }
         Err(p) => return problem_page(p),
     };
     let more = rows.len() as i64 > PAGE;
@@ -193,11 +222,17 @@ pub async fn search(
     }
     o.push_str("</table>");
     if more && let Some(l) = rows.last() {
-        let cur = privacy.seal(&[
-            s(l, "case_number").to_string(),
-            s(l, "court").to_string(),
-            s(l, "person_id").to_string(),
-        ]);
+        let cur = match hits.get(rows.len() - 1) {
+            Some(h) => match After::seal(&privacy, h) {
+                Ok(c) => c,
+                Err(p) => return problem_page(p),
+            },
+            None => privacy.seal(&[
+                s(l, "case_number").to_string(),
+                s(l, "court").to_string(),
+                s(l, "person_id").to_string(),
+            ]),
+        };
         let _ = write!(
             o,
             "<p><a id=\"more\" href=\"/search?q={}&amp;after={}\">more</a></p>",

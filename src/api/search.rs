@@ -1,0 +1,118 @@
+//! The name search (`/v1/search?q=`): persons by the words of their names as people type
+//! them, ranked, with filters by role, court, kind and (for the `pii` scope) birth year.
+//!
+//! The query is [`crate::read::search`]'s, which the search page shares; this file owns
+//! the parameters, the cursor and the answer. Never writes.
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use super::format::{format_of, respond_list};
+use super::pagination::{docs, limit, query_except, view};
+use super::params::{Params, SearchParams, court_param, only};
+use crate::projection::columns;
+use crate::read::params::url_escape;
+use crate::read::search::{After, Search};
+use crate::read::{Caller, Problem, ReadState, search, watermark};
+
+/// The parties' `kind` values of a `kind=` filter.
+pub fn kinds(k: &str) -> Result<Vec<String>, Problem> {
+    match k {
+        "person" => Ok(vec!["F".into(), "PODNIKATEL".into()]),
+        "company" => Ok(vec!["P".into()]),
+        other => Err(Problem::bad(format!(
+            "kind {other:?}: one of person (F, PODNIKATEL), company (P)"
+        ))),
+    }
+}
+
+/// The search of a request's parameters (`q`, `role`, `court`, `kind`, `birth_year`).
+pub fn parse(q: &Params, pii: bool) -> Result<Search, Problem> {
+    let text = q
+        .get("q")
+        .ok_or_else(|| Problem::bad("q is required: the words of a name (`jan novak`, `alza`)"))?;
+    let birth_year = match q.get("birth_year") {
+        None => None,
+        Some(_) if !pii => return Err(Problem::needs_pii("a filter by birth year")),
+        Some(y) => Some(
+            y.parse::<i64>()
+                .ok()
+                .filter(|y| (1800..=2200).contains(y))
+                .ok_or_else(|| Problem::bad(format!("birth_year {y:?} is not a year")))?,
+        ),
+    };
+    Ok(Search {
+        words: Search::words(text)?,
+        role: match q.get("role").map(String::as_str) {
+            None => None,
+            Some(r) if crate::projection::parties::KNOWN_ROLES.contains(&r) => Some(r.into()),
+            Some(r) => {
+                return Err(Problem::bad(format!(
+                    "role {r:?}: one of {}",
+                    crate::projection::parties::KNOWN_ROLES.join(", ")
+                )));
+            }
+        },
+        court: court_param(q)?.map(|c| c.short.to_string()),
+        kinds: q
+            .get("kind")
+            .map(|k| kinds(k))
+            .transpose()?
+            .unwrap_or_default(),
+        birth_year,
+    })
+}
+
+/// Persons whose names hold every word of `q` (whole or as a prefix, in any order);
+/// the exact full name first, then by their case's latest action.
+#[utoipa::path(get, path = "/v1/search", tag = "subjects",
+    params(crate::api::params::SearchParams),
+    responses(
+        (status = 200, description = "A page of persons in rank order; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+                ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
+            content((crate::api::openapi::SubjectList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+        (status = 304, description = "Not modified (`If-None-Match`)"),
+        crate::api::openapi::V1Errors,
+    ))]
+pub(crate) async fn search(
+    State(state): State<ReadState>,
+    q: Params,
+    headers: HeaderMap,
+    caller: Option<axum::Extension<Caller>>,
+) -> Result<Response, Problem> {
+    only::<SearchParams>(&q, &[])?;
+    let pii = caller.is_some_and(|c| c.pii);
+    let s = parse(&q, pii)?;
+    let format = format_of(&q, &headers)?;
+    let limit = limit(&state, &q)?;
+    let privacy = state.privacy().await?;
+    let after = q
+        .get("cursor")
+        .map(|c| After::unseal(privacy, c))
+        .transpose()?;
+    let (mut tx, wm) = watermark::open_single(&state).await?;
+    let mut hits = search::search(&mut tx, &s, after.as_ref(), limit + 1).await?;
+    tx.commit().await?;
+    let more = hits.len() as i64 > limit;
+    hits.truncate(limit as usize);
+    let next = match hits.last().filter(|_| more) {
+        None => None,
+        Some(l) => {
+            let mut qs = query_except(&q, &["cursor", "limit"]);
+            qs.push(format!("limit={limit}"));
+            qs.push(format!("cursor={}", url_escape(&After::seal(privacy, l)?)));
+            Some(format!("/v1/search?{}", qs.join("&")))
+        }
+    };
+    let rows: Vec<String> = hits.into_iter().map(|h| h.doc).collect();
+    Ok(respond_list(
+        &wm,
+        &headers,
+        format,
+        "subjects",
+        view((!pii).then_some(privacy), docs(&rows)?),
+        next,
+        columns::SUBJECT_COLUMNS,
+    ))
+}

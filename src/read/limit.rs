@@ -1,0 +1,109 @@
+//! The time limit of every read: a statement that runs past `api.statement_timeout_ms`
+//! is stopped by the database (PostgreSQL's `statement_timeout` on the read side's own
+//! pool; on SQLite a progress handler that interrupts it) and its connection is free
+//! again at once; the answer is a 503 problem with `Retry-After`. A read that waits
+//! longer than `api.acquire_timeout_ms` for a connection gets the same.
+//!
+//! Owns opening the read side's connections and telling a timeout from other
+//! failures; it runs no query of its own beyond arming the limit.
+
+use std::time::Instant;
+
+use super::{Problem, ReadState};
+use crate::projection::sql::Tx;
+use crate::store::direct;
+
+/// Seconds a client is told to wait after a read ran out of time.
+pub const RETRY_AFTER_TIMEOUT: u64 = 5;
+/// Seconds a client is told to wait when every read connection was busy.
+pub const RETRY_AFTER_BUSY: u64 = 1;
+
+/// Whether `e` is a statement stopped by its time limit.
+pub fn timed_out(e: &sqlx::Error) -> bool {
+    match e {
+        // PostgreSQL `query_canceled` (what `statement_timeout` raises); SQLite
+        // `SQLITE_INTERRUPT` (what the progress handler causes).
+        sqlx::Error::Database(d) => matches!(d.code().as_deref(), Some("57014") | Some("9")),
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::TimedOut,
+        _ => false,
+    }
+}
+
+/// The problem of a failed read: a timeout or a full pool is a 503 with `Retry-After`,
+/// anything else a 500.
+pub fn problem(e: sqlx::Error) -> Problem {
+    if timed_out(&e) {
+        crate::telemetry::read_timeout("statement");
+        return Problem::unavailable(
+            "the query ran past this server's time limit (api.statement_timeout_ms) and was stopped; \
+             narrow it (a filter, a smaller limit) or try again later",
+        )
+        .retry_after(RETRY_AFTER_TIMEOUT);
+    }
+    if matches!(e, sqlx::Error::PoolTimedOut) {
+        crate::telemetry::read_timeout("pool");
+        return Problem::unavailable(
+            "every read connection is busy (api.max_connections); try again in a moment",
+        )
+        .retry_after(RETRY_AFTER_BUSY);
+    }
+    Problem::internal(e)
+}
+
+fn deadline(state: &ReadState) -> Instant {
+    Instant::now() + state.opts.statement_timeout
+}
+
+/// Arms the limit on a SQLite connection of the read pool (PostgreSQL's is a session
+/// setting of that pool).
+async fn arm(state: &ReadState, c: &mut sqlx::SqliteConnection) -> Result<(), sqlx::Error> {
+    if state.limited {
+        let at = deadline(state);
+        c.lock_handle()
+            .await?
+            .set_progress_handler(1_000, move || Instant::now() < at);
+    }
+    Ok(())
+}
+
+/// A read transaction (one snapshot), time-limited.
+pub async fn begin(state: &ReadState) -> Result<Tx, Problem> {
+    let mut tx = Tx::begin_read(&state.store).await.map_err(problem)?;
+    if let Tx::Sqlite(t) = &mut tx {
+        arm(state, t).await.map_err(problem)?;
+    }
+    Ok(tx)
+}
+
+/// One connection without a transaction (a one-statement answer), time-limited; on a
+/// SQLite file a direct connection, which runs on the calling thread.
+pub async fn single(state: &ReadState) -> Result<Tx, Problem> {
+    match &state.direct {
+        Some(pool) => {
+            let c = pool.get().map_err(|e| problem(direct::to_sqlx(e)))?;
+            c.limit(deadline(state));
+            Ok(Tx::Direct(c))
+        }
+        None => {
+            let mut tx = Tx::single(&state.store).await.map_err(problem)?;
+            if let Tx::SqliteSingle(c) = &mut tx {
+                arm(state, c).await.map_err(problem)?;
+            }
+            Ok(tx)
+        }
+    }
+}
+
+/// A read transaction for many statements in one snapshot; direct on a SQLite file
+/// (the caller runs it off the async threads), time-limited as a whole.
+pub async fn many(state: &ReadState) -> Result<Tx, Problem> {
+    match &state.direct {
+        Some(pool) => {
+            let mut c = pool.get().map_err(|e| problem(direct::to_sqlx(e)))?;
+            c.limit(deadline(state));
+            c.begin().map_err(|e| problem(direct::to_sqlx(e)))?;
+            Ok(Tx::Direct(c))
+        }
+        None => begin(state).await,
+    }
+}

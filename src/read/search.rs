@@ -1,0 +1,234 @@
+//! Name search: persons whose names hold every searched word as a word or a word's
+//! prefix, in any order, case and diacritics ignored, legal-form suffixes ignored;
+//! ranked (the exact full name first, then the others), then by their case's latest
+//! action, keyset-paged. One statement on each engine's own text index (SQLite FTS5,
+//! PostgreSQL `tsvector` with GIN), which the JSON API and the search page share.
+//!
+//! Reads the `names`, `parties` and `cases` views in the caller's snapshot; never
+//! writes. An erased debtor has no `names` or `parties` row, so never matches.
+
+use super::Problem;
+use crate::projection::fold::{exact_key, search_words};
+use crate::projection::sql::{Tx, Val};
+
+/// Words a search takes at most.
+pub const MAX_WORDS: usize = 8;
+
+/// A parsed search.
+#[derive(Debug, Clone, Default)]
+pub struct Search {
+    /// The folded words, in the order given.
+    pub words: Vec<String>,
+    /// Only persons in this role (`DLUŽNÍK`, `VĚŘITEL`...).
+    pub role: Option<String>,
+    /// Only cases of this court (its short code, `KSPH`).
+    pub court: Option<String>,
+    /// Only natural persons or only companies (the parties' `kind`: `F`, `P`, `PODNIKATEL`...).
+    pub kinds: Vec<String>,
+    /// Only persons born in this year (a `pii` key's filter).
+    pub birth_year: Option<i64>,
+}
+
+/// Where a page starts: after this (tier, latest action, case, court, person).
+#[derive(Debug, Clone, PartialEq)]
+pub struct After {
+    pub tier: i64,
+    pub latest: i64,
+    pub key: [String; 3],
+}
+
+impl After {
+    /// The sealed cursor after `hit` (a person ID never leaves in a link).
+    pub fn seal(p: &crate::privacy::Privacy, hit: &Hit) -> Result<String, Problem> {
+        let parts =
+            crate::projection::columns::cells(&hit.doc, &["case_number", "court", "person_id"])
+                .map_err(Problem::internal)?;
+        let mut v = vec![hit.tier.to_string(), hit.latest.to_string()];
+        v.extend(parts.iter().map(|c| c.as_str().to_string()));
+        Ok(p.seal(&v))
+    }
+
+    /// A cursor [`After::seal`] made, or a 400.
+    pub fn unseal(p: &crate::privacy::Privacy, c: &str) -> Result<After, Problem> {
+        let bad =
+            || Problem::bad("the cursor is malformed or not this replica's; use the `next` link");
+        let v = p.unseal(c, 5).ok_or_else(bad)?;
+        let num = |s: &str| s.parse::<i64>().map_err(|_| bad());
+        Ok(After {
+            tier: num(&v[0])?,
+            latest: num(&v[1])?,
+            key: [v[2].clone(), v[3].clone(), v[4].clone()],
+        })
+    }
+}
+
+impl Search {
+    /// The words of `text`, refused with a 400 that says why when there is nothing to
+    /// search or too much.
+    pub fn words(text: &str) -> Result<Vec<String>, Problem> {
+        let words = search_words(text);
+        if words.is_empty() {
+            return Err(Problem::bad(format!(
+                "q {text:?} holds no word to search (legal forms such as s.r.o. are ignored)"
+            )));
+        }
+        if words.len() > MAX_WORDS {
+            return Err(Problem::bad(format!(
+                "q holds {} words; at most {MAX_WORDS}",
+                words.len()
+            )));
+        }
+        if words.iter().all(|w| w.chars().count() < 2) {
+            return Err(Problem::bad(
+                "q needs a word of two characters or more (a single letter matches too much)",
+            ));
+        }
+        Ok(words)
+    }
+}
+
+/// The full-text condition for `words` on this back end: every word as a prefix.
+fn match_expr(words: &[String], pg: bool) -> String {
+    // The words are letters and digits only (`search_words` splits at anything else),
+    // so they need no quoting beyond the engine's own.
+    if pg {
+        words
+            .iter()
+            .map(|w| format!("{w}:*"))
+            .collect::<Vec<_>>()
+            .join(" & ")
+    } else {
+        words
+            .iter()
+            .map(|w| format!("\"{w}\"*"))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    }
+}
+
+/// The statement and its binds: `tier|latest|doc` of each match (the tier 0 for the
+/// exact name, the case's latest action), at most `limit`, in rank order.
+pub fn sql(s: &Search, after: Option<&After>, limit: i64, pg: bool) -> (String, Vec<Val>) {
+    let mut binds: Vec<Val> = vec![match_expr(&s.words, pg).into(), exact_key(&s.words).into()];
+    let matches = if pg {
+        "to_tsvector('simple', n.words) @@ to_tsquery('simple', $1)"
+    } else {
+        "n.words MATCH $1"
+    };
+    let mut conds = vec![matches.to_string()];
+    fn add(conds: &mut Vec<String>, binds: &mut Vec<Val>, cond: &str, v: Val) {
+        binds.push(v);
+        conds.push(cond.replace('?', &format!("${}", binds.len())));
+    }
+    if let Some(r) = &s.role {
+        add(&mut conds, &mut binds, "p.role = ?", r.as_str().into());
+    }
+    if let Some(c) = &s.court {
+        add(
+            &mut conds,
+            &mut binds,
+            "c.court_short = ?",
+            c.as_str().into(),
+        );
+    }
+    if let Some(y) = s.birth_year {
+        add(&mut conds, &mut binds, "n.birth_year = ?", y.into());
+    }
+    if !s.kinds.is_empty() {
+        let mut marks = Vec::new();
+        for k in &s.kinds {
+            binds.push(k.as_str().into());
+            marks.push(format!("${}", binds.len()));
+        }
+        conds.push(format!("p.kind IN ({})", marks.join(", ")));
+    }
+    let tier = "CASE WHEN n.exact = $2 THEN 0 ELSE 1 END";
+    if let Some(a) = after {
+        let b = binds.len();
+        binds.extend([
+            a.tier.into(),
+            (-a.latest).into(),
+            a.key[0].as_str().into(),
+            a.key[1].as_str().into(),
+            a.key[2].as_str().into(),
+        ]);
+        conds.push(format!(
+            "({tier}, -c.latest_action_id, n.case_number, n.court, n.person_id) > (${}, ${}, ${}, ${}, ${})",
+            b + 1,
+            b + 2,
+            b + 3,
+            b + 4,
+            b + 5
+        ));
+    }
+    binds.push(limit.into());
+    // One text per row: the numbers first, then the document (which may hold `|`).
+    let sql = format!(
+        "SELECT CAST({tier} AS TEXT) || '|' || CAST(c.latest_action_id AS TEXT) || '|' || p.doc FROM names n \
+         JOIN parties p ON p.case_number = n.case_number AND p.court = n.court AND p.person_id = n.person_id \
+         JOIN cases c ON c.case_number = n.case_number \
+         WHERE {} ORDER BY {tier}, c.latest_action_id DESC, n.case_number, n.court, n.person_id LIMIT ${}",
+        conds.join(" AND "),
+        binds.len()
+    );
+    (sql, binds)
+}
+
+/// One match: the person's stored document, its tier (0 the exact name) and its case's
+/// latest action.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub doc: String,
+    pub tier: i64,
+    pub latest: i64,
+}
+
+/// The persons matching `s` after `after`, at most `limit`, in rank order.
+pub async fn search(
+    tx: &mut Tx,
+    s: &Search,
+    after: Option<&After>,
+    limit: i64,
+) -> Result<Vec<Hit>, Problem> {
+    let (sql, binds) = sql(s, after, limit, tx.is_postgres());
+    let rows = tx.texts(&sql, &binds).await?;
+    rows.into_iter()
+        .map(|r| {
+            let mut it = r.splitn(3, '|');
+            let tier = it.next().and_then(|v| v.parse().ok());
+            let latest = it.next().and_then(|v| v.parse().ok());
+            match (tier, latest, it.next()) {
+                (Some(tier), Some(latest), Some(doc)) => Ok(Hit {
+                    doc: doc.to_string(),
+                    tier,
+                    latest,
+                }),
+                _ => Err(Problem::internal("a search row that does not split")),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_refused_with_reasons() {
+        assert!(
+            Search::words("s.r.o.").is_ok(),
+            "a name of legal-form letters only"
+        );
+        assert!(Search::words("  ").is_err());
+        assert!(Search::words("a b").is_err());
+        assert!(Search::words("a b c d e f g h i").is_err());
+        assert_eq!(Search::words("Nov J").unwrap(), ["nov", "j"]);
+    }
+
+    #[test]
+    fn match_expressions() {
+        let w = vec!["novak".to_string(), "ja".to_string()];
+        assert_eq!(match_expr(&w, false), "\"novak\"* AND \"ja\"*");
+        assert_eq!(match_expr(&w, true), "novak:* & ja:*");
+    }
+}

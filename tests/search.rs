@@ -1,0 +1,537 @@
+//! Name search (`/v1/search` and the `/search` page) on both back ends, against the
+//! simulator's truth of debtors: any order of words, case and diacritics ignored,
+//! prefixes, legal forms ignored, the exact name first and then by the case's latest
+//! action (taken from the truth's actions), keyset pages that add up to the whole,
+//! filters, the `pii` scope for birth years, and erased debtors that never match.
+//! The expected matches are folded here by hand, not by the code under test.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::Backend;
+use isir::projection;
+use serde_json::Value;
+
+/// The test's own folding: lower case, Czech diacritics off, split at anything that
+/// is not a letter or a digit.
+fn fold(s: &str) -> Vec<String> {
+    let map = |c: char| match c {
+        'á' | 'Á' => 'a',
+        'č' | 'Č' => 'c',
+        'ď' | 'Ď' => 'd',
+        'é' | 'É' | 'ě' | 'Ě' => 'e',
+        'í' | 'Í' => 'i',
+        'ň' | 'Ň' => 'n',
+        'ó' | 'Ó' => 'o',
+        'ř' | 'Ř' => 'r',
+        'š' | 'Š' => 's',
+        'ť' | 'Ť' => 't',
+        'ú' | 'Ú' | 'ů' | 'Ů' => 'u',
+        'ý' | 'Ý' => 'y',
+        'ž' | 'Ž' => 'z',
+        c => c.to_ascii_lowercase(),
+    };
+    s.chars()
+        .map(map)
+        .collect::<String>()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+const FORMS: &[&[&str]] = &[
+    &["s", "r", "o"],
+    &["a", "s"],
+    &["v", "o", "s"],
+    &["k", "s"],
+    &["druzstvo"],
+];
+
+/// A truth person's words: given name, surname or company name without its legal form.
+fn words(p: &isir::source::model::Person) -> Vec<String> {
+    let mut w = Vec::new();
+    for part in [&p.first_name, &p.name].into_iter().flatten() {
+        let mut f = fold(part);
+        for form in FORMS {
+            if f.len() > form.len()
+                && f.ends_with(&form.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            {
+                f.truncate(f.len() - form.len());
+                break;
+            }
+        }
+        w.extend(f);
+    }
+    w
+}
+
+struct Api {
+    base: String,
+    http: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Api {
+    async fn get(&self, path: &str, key: Option<&str>) -> (u16, Value) {
+        let mut r = self.http.get(format!("{}{path}", self.base));
+        if let Some(k) = key {
+            r = r.header("X-API-Key", k);
+        }
+        let r = r.send().await.unwrap();
+        let s = r.status().as_u16();
+        (s, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Every page of a search, by its `next` links.
+    async fn walk(&self, first: &str, key: Option<&str>) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut path = first.to_string();
+        loop {
+            let (s, body) = self.get(&path, key).await;
+            assert_eq!(s, 200, "{path}: {body}");
+            out.extend(body["subjects"].as_array().unwrap().iter().cloned());
+            match body["next"].as_str() {
+                Some(n) => path = n.to_string(),
+                None => return out,
+            }
+        }
+    }
+}
+
+fn hash(k: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(k.as_bytes()))
+}
+
+fn q(s: &str) -> String {
+    isir::read::params::url_escape(s)
+}
+
+async fn search(b: Backend) {
+    let (sim, url, _g) = common::sim(20_000, 1000, 43).await;
+    let db = common::fresh_db(b).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.max_batches_per_tick = 1000;
+    let app = common::app(s).await;
+    app.poller().unwrap().poll_once().await;
+    for n in projection::NAMES {
+        projection::catch_up(&app.store, n, 5000).await.unwrap();
+    }
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let opts = isir::read::ReadOptions {
+        rate_per_second: 10_000,
+        burst: 10_000,
+        keys: vec![isir::config::ApiKey {
+            name: "analyst".into(),
+            sha256: hash("k-pii"),
+            scopes: vec!["pii".into()],
+        }],
+        ..Default::default()
+    };
+    let (base, stop) = common::serve_api(isir::read::ReadState::new(app.store.clone(), opts)).await;
+    let api = Api {
+        base,
+        http: reqwest::Client::new(),
+        _stop: stop,
+    };
+
+    // The truth: each case's latest action ID, and its debtors.
+    let mut latest: BTreeMap<String, i64> = BTreeMap::new();
+    for a in sim.truth_all() {
+        let e = latest.entry(a.case_number.clone()).or_default();
+        *e = (*e).max(a.id);
+    }
+    let debtors = sim.truth_debtors();
+    let people: Vec<_> = debtors
+        .iter()
+        .filter(|d| !d.erased && d.person.first_name.is_some())
+        .collect();
+    let companies: Vec<_> = debtors
+        .iter()
+        .filter(|d| !d.erased && d.person.kind.as_deref() == Some("P"))
+        .collect();
+    assert!(
+        people.len() > 20 && !companies.is_empty(),
+        "{} {}",
+        people.len(),
+        companies.len()
+    );
+
+    let has = |rows: &[Value], case: &str, name: &str| {
+        rows.iter().any(|r| {
+            r["case_number"] == case && r["role"] == "DLUŽNÍK" && r["name"].as_str() == Some(name)
+        })
+    };
+    // Any order, case and diacritics ignored, prefixes of each word.
+    for d in people.iter().take(15) {
+        let (first, sur) = (
+            d.person.first_name.clone().unwrap(),
+            d.person.name.clone().unwrap(),
+        );
+        let forms = [
+            format!("{first} {sur}"),
+            format!("{} {}", sur.to_uppercase(), first.to_lowercase()),
+            fold(&format!("{sur} {first}")).join(" "),
+            format!(
+                "{} {}",
+                sur.chars().take(3).collect::<String>(),
+                first.chars().take(2).collect::<String>()
+            ),
+        ];
+        for f in forms {
+            let rows = api
+                .walk(&format!("/v1/search?q={}&limit=1000", q(&f)), None)
+                .await;
+            assert!(
+                has(&rows, &d.case_number, &sur),
+                "{f:?} finds {} in {}",
+                sur,
+                d.case_number
+            );
+        }
+    }
+    // A company by its first word, and with its legal form, which is ignored.
+    for d in companies.iter().take(5) {
+        let name = d.person.name.clone().unwrap();
+        let w = words(&d.person);
+        for f in [w[0].clone(), name.clone(), w.join(" ")] {
+            let rows = api
+                .walk(&format!("/v1/search?q={}&limit=1000", q(&f)), None)
+                .await;
+            assert!(
+                has(&rows, &d.case_number, &name),
+                "{f:?} finds {name} in {}",
+                d.case_number
+            );
+        }
+    }
+
+    // Completeness and order for a surname's prefix: every debtor of the truth whose
+    // words match is found (only debtors are in the truth, so others may be found too),
+    // the exact names first, each tier by its case's latest action, newest first.
+    let probe = fold(people[0].person.name.as_ref().unwrap())[0]
+        .chars()
+        .take(3)
+        .collect::<String>();
+    let rows = api
+        .walk(&format!("/v1/search?q={probe}&limit=7"), None)
+        .await;
+    let one = api
+        .get(&format!("/v1/search?q={probe}&limit=1000"), None)
+        .await
+        .1;
+    assert_eq!(
+        rows,
+        one["subjects"].as_array().unwrap().clone(),
+        "pages of 7 add up to the one page"
+    );
+    let keys: BTreeSet<(String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["case_number"].as_str().unwrap().into(),
+                r["person_id"].to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(keys.len(), rows.len(), "no person twice");
+    let (mut erased_seen, mut matched) = (0, 0);
+    for d in &debtors {
+        let w = words(&d.person);
+        let matches = w.iter().any(|x| x.starts_with(&probe));
+        let found = has(
+            &rows,
+            &d.case_number,
+            d.person.name.as_deref().unwrap_or(""),
+        );
+        if d.erased {
+            erased_seen += matches as usize;
+            assert!(!found, "erased debtor of {} never matches", d.case_number);
+        } else if matches {
+            matched += 1;
+            // A case whose petition is published but not yet its debtor's record has
+            // no debtor to find (the parties projection is tested on its own).
+            let known = common::count(
+                &app.store,
+                "SELECT COUNT(*) FROM parties WHERE role = 'DLUŽNÍK' AND case_number = $1",
+                &d.case_number,
+            )
+            .await;
+            assert!(
+                found || known == 0,
+                "{probe} finds the debtor of {}",
+                d.case_number
+            );
+        }
+    }
+    assert!(
+        matched > 3,
+        "the probe {probe} matches debtors of the truth ({matched})"
+    );
+    let _ = erased_seen;
+    let tier = |r: &Value| {
+        let mut w = fold(&format!(
+            "{} {}",
+            r["first_name"].as_str().unwrap_or(""),
+            r["name"].as_str().unwrap_or("")
+        ));
+        for form in FORMS {
+            let f: Vec<String> = form.iter().map(|s| s.to_string()).collect();
+            if w.len() > f.len() && w.ends_with(&f) {
+                w.truncate(w.len() - f.len());
+            }
+        }
+        w.sort();
+        w.dedup();
+        if w == [probe.clone()] { 0 } else { 1 }
+    };
+    let ranks: Vec<(i64, i64)> = rows
+        .iter()
+        .map(|r| (tier(r), -latest[r["case_number"].as_str().unwrap()]))
+        .collect();
+    let mut sorted = ranks.clone();
+    sorted.sort();
+    assert_eq!(ranks, sorted, "exact first, then newest case first");
+
+    // The exact full name ranks first: among names that hold both words whole or as
+    // prefixes (`Jan Novák` also finds `Jana Nováková`), exact ones lead; each tier
+    // by its case's latest action, newest first.
+    let mut both_tiers = 0;
+    for d in &people {
+        let full = format!(
+            "{} {}",
+            d.person.first_name.clone().unwrap(),
+            d.person.name.clone().unwrap()
+        );
+        let rows = api
+            .walk(&format!("/v1/search?q={}&limit=1000", q(&full)), None)
+            .await;
+        let ranks: Vec<(bool, i64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    !tier_full(r, &full),
+                    -latest[r["case_number"].as_str().unwrap()],
+                )
+            })
+            .collect();
+        let mut sorted = ranks.clone();
+        sorted.sort();
+        assert_eq!(
+            ranks, sorted,
+            "{full}: exact names first, then the newest case"
+        );
+        if ranks.iter().any(|r| !r.0) && ranks.iter().any(|r| r.0) {
+            both_tiers += 1;
+            if both_tiers == 3 {
+                break;
+            }
+        }
+    }
+    assert!(
+        both_tiers > 0,
+        "some full name finds exact and prefix matches"
+    );
+    let d = people[1];
+    let full = format!(
+        "{} {}",
+        d.person.first_name.clone().unwrap(),
+        d.person.name.clone().unwrap()
+    );
+    // Filters.
+    let rows = api
+        .walk(
+            &format!("/v1/search?q={probe}&role=DLUŽNÍK&limit=1000"),
+            None,
+        )
+        .await;
+    assert!(!rows.is_empty() && rows.iter().all(|r| r["role"] == "DLUŽNÍK"));
+    let rows = api
+        .walk(
+            &format!(
+                "/v1/search?q={}&kind=company&limit=1000",
+                q(&words(&companies[0].person)[0])
+            ),
+            None,
+        )
+        .await;
+    assert!(!rows.is_empty() && rows.iter().all(|r| r["kind"] == "P"));
+    let rows = api
+        .walk(
+            &format!("/v1/search?q={probe}&kind=person&limit=1000"),
+            None,
+        )
+        .await;
+    assert!(
+        rows.iter()
+            .all(|r| r["kind"] == "F" || r["kind"] == "PODNIKATEL")
+    );
+    let case = &people[0].case_number;
+    let court = common::texts(
+        &app.store,
+        "SELECT court_short FROM cases WHERE case_number = $1",
+        &[case.as_str().into()],
+    )
+    .await
+    .remove(0);
+    let rows = api
+        .walk(
+            &format!("/v1/search?q={probe}&court={court}&limit=1000"),
+            None,
+        )
+        .await;
+    assert!(!rows.is_empty());
+    for r in &rows {
+        let c = common::texts(
+            &app.store,
+            "SELECT court_short FROM cases WHERE case_number = $1",
+            &[r["case_number"].as_str().unwrap().into()],
+        )
+        .await
+        .remove(0);
+        assert_eq!(c, court);
+    }
+    // Birth year: a personal field, only with the pii scope.
+    let p = &people[0].person;
+    let year = &p.birth_date.clone().unwrap()[..4];
+    let sur = q(p.name.as_ref().unwrap());
+    assert_eq!(
+        api.get(&format!("/v1/search?q={sur}&birth_year={year}"), None)
+            .await
+            .0,
+        403
+    );
+    let rows = api
+        .walk(
+            &format!("/v1/search?q={sur}&birth_year={year}&limit=1000"),
+            Some("k-pii"),
+        )
+        .await;
+    assert!(has(&rows, &people[0].case_number, p.name.as_ref().unwrap()));
+    assert!(
+        rows.iter()
+            .all(|r| r["birth_date"].as_str().unwrap_or("").starts_with(year))
+    );
+    let other = year.parse::<i64>().unwrap() + 1;
+    let rows = api
+        .walk(
+            &format!("/v1/search?q={sur}&birth_year={other}&limit=1000"),
+            Some("k-pii"),
+        )
+        .await;
+    assert!(!has(
+        &rows,
+        &people[0].case_number,
+        p.name.as_ref().unwrap()
+    ));
+
+    // Erased debtors never match, by their full name either.
+    assert!(
+        debtors.iter().any(|d| d.erased),
+        "the truth has erased debtors"
+    );
+    for d in debtors.iter().filter(|d| d.erased).take(5) {
+        let full = words(&d.person).join(" ");
+        let rows = api
+            .walk(
+                &format!("/v1/search?q={}&limit=1000", q(&full)),
+                Some("k-pii"),
+            )
+            .await;
+        assert!(
+            !rows
+                .iter()
+                .any(|r| r["case_number"] == d.case_number.as_str() && r["role"] == "DLUŽNÍK"),
+            "erased debtor of {} matched",
+            d.case_number
+        );
+    }
+
+    // Bad searches are 400s that say why.
+    for bad in [
+        "/v1/search",
+        "/v1/search?q=",
+        "/v1/search?q=s",
+        "/v1/search?q=a+b",
+        "/v1/search?q=nov&kind=robot",
+        "/v1/search?q=nov&role=X",
+        "/v1/search?q=nov&court=NOPE",
+        "/v1/search?q=nov&cursor=xyz",
+    ] {
+        let (s, body) = api.get(bad, None).await;
+        assert_eq!(s, 400, "{bad}: {body}");
+        assert!(!body["detail"].as_str().unwrap().is_empty());
+    }
+
+    // The search page uses the same search.
+    let page = api
+        .http
+        .get(format!(
+            "{}/search?q={}",
+            api.base,
+            q(&fold(&full).join(" "))
+        ))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        page.contains(&d.case_number),
+        "the page finds {}",
+        d.case_number
+    );
+
+    // A store built before name search (no `names` table or view) gets its index at
+    // the next `ensure`, from the parties it has: the same answers as before.
+    let before = api
+        .walk(&format!("/v1/search?q={probe}&limit=1000"), None)
+        .await;
+    let v = common::texts(
+        &app.store,
+        "SELECT CAST(version AS TEXT) FROM proj_meta WHERE name = 'parties'",
+        &[],
+    )
+    .await
+    .remove(0);
+    let mut tx = isir::projection::sql::Tx::begin(&app.store).await.unwrap();
+    tx.exec("DROP VIEW names", &[]).await.unwrap();
+    tx.exec(&format!("DROP TABLE names_v{v}"), &[])
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(api.get(&format!("/v1/search?q={probe}"), None).await.0, 500);
+    projection::ensure(&app.store, "parties").await.unwrap();
+    assert_eq!(
+        api.walk(&format!("/v1/search?q={probe}&limit=1000"), None)
+            .await,
+        before
+    );
+}
+
+fn tier_full(r: &Value, full: &str) -> bool {
+    let mut a = fold(&format!(
+        "{} {}",
+        r["first_name"].as_str().unwrap_or(""),
+        r["name"].as_str().unwrap_or("")
+    ));
+    let mut b = fold(full);
+    a.sort();
+    a.dedup();
+    b.sort();
+    b.dedup();
+    a == b
+}
+
+#[tokio::test]
+async fn name_search_sqlite() {
+    search(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn name_search_postgres() {
+    search(Backend::Postgres).await;
+}
