@@ -351,6 +351,7 @@ async fn live(rate: usize, secs: u64, drain: u64) {
             chunk: 5000,
             debounce: Duration::from_millis(200),
             every: Duration::from_secs(1),
+            analyze_every: Duration::from_secs(3600),
         },
         sd,
     ));

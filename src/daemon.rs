@@ -96,6 +96,7 @@ pub async fn run(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Resu
             chunk: app.settings.projection.chunk,
             debounce: Duration::from_millis(app.settings.projection.debounce_ms),
             every: Duration::from_secs(app.settings.projection.every_secs),
+            analyze_every: Duration::from_secs(app.settings.projection.analyze_every_secs),
         },
         shutdown.clone(),
     ));

@@ -17,6 +17,8 @@ pub struct ProjectorOptions {
     pub chunk: i64,
     pub debounce: Duration,
     pub every: Duration,
+    /// How often the projections' statistics are refreshed (`projection::analyze_live`).
+    pub analyze_every: Duration,
 }
 
 /// One round: every builder catches up with the replica, a chunk at a time. Between
@@ -68,6 +70,7 @@ pub async fn run(
     opts: ProjectorOptions,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let mut analyzed = tokio::time::Instant::now();
     loop {
         let woken = tokio::select! {
             _ = stored.notified() => true,
@@ -82,6 +85,12 @@ pub async fn run(
         }
         if projects(&store).await {
             round(&store, opts.chunk, &shutdown).await;
+            if analyzed.elapsed() >= opts.analyze_every {
+                analyzed = tokio::time::Instant::now();
+                if let Err(e) = projection::analyze_live(&store).await {
+                    tracing::warn!(error = %e, "refreshing the projections' statistics failed");
+                }
+            }
         }
     }
 }

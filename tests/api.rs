@@ -468,6 +468,55 @@ async fn lists(b: Backend) {
             .len(),
         f
     );
+    // Updated since a date, newest publication first, in pages.
+    let mut by_pub: Vec<&CaseDoc> = docs.iter().collect();
+    by_pub.sort_by(|a, b| {
+        (&b.latest_published, &b.case_number).cmp(&(&a.latest_published, &a.case_number))
+    });
+    let since = by_pub[by_pub.len() / 3].latest_published[..10].to_string();
+    let want: Vec<&str> = by_pub
+        .iter()
+        .filter(|d| d.latest_published[..10] >= *since)
+        .map(|d| d.case_number.as_str())
+        .collect();
+    let got = walk(
+        &api,
+        &format!("/v1/cases?sort=updated&updated_since={since}&limit=13"),
+        "cases",
+    )
+    .await;
+    let got: Vec<&str> = got
+        .iter()
+        .map(|c| c["case_number"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, want);
+    let got = walk(
+        &api,
+        &format!("/v1/cases?sort=updated&court={court}&limit=1000"),
+        "cases",
+    )
+    .await;
+    assert_eq!(
+        got.len(),
+        docs.iter()
+            .filter(|d| d.court_short.as_deref() == Some(&court))
+            .count()
+    );
+    // Shapes no index serves in order are refused, saying what is supported.
+    for bad in [
+        "/v1/cases?court=KSPH&debtor_kind=F",
+        "/v1/cases?sort=latest&opened_from=2020-01-01",
+        "/v1/cases?updated_since=2020-01-01",
+        "/v1/cases?sort=updated&state=KONKURS",
+        "/v1/events?published_from=2020-01-01",
+    ] {
+        let (s, _, body) = api.get(bad).await;
+        assert_eq!(s, 400, "{bad}: {body}");
+        assert!(
+            body["detail"].as_str().unwrap().contains("not"),
+            "{bad}: {body}"
+        );
+    }
     for bad in [
         "/v1/cases?court=XX",
         "/v1/cases?opened_from=2020-13-01",

@@ -13,7 +13,7 @@ use super::format::{format_of, respond_list, respond_text};
 use super::pagination::{decode_cursor, docs, encode_cursor, limit, page, query_except, view};
 use super::params::{CaseListParams, NoParams, PageParams, Params, court_param, date_param, only};
 use crate::projection::columns;
-use crate::projection::sql::Val;
+use crate::read::lists::{self, CaseQuery, Sort};
 use crate::read::params::{case_number, search_key, url_escape};
 use crate::read::{Caller, Problem, ReadState, queries, watermark};
 
@@ -162,114 +162,58 @@ pub(crate) async fn case_list(
     let privacy = state.privacy().await?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
-    let sort = q.get("sort").map(String::as_str).unwrap_or("opened");
-    if sort != "opened" && sort != "latest" {
-        return Err(Problem::bad(format!(
-            "sort {sort:?}: one of opened, latest"
-        )));
-    }
-    let mut conds: Vec<String> = Vec::new();
-    let mut binds: Vec<Val> = Vec::new();
-    let mut add = |cond: &str, v: Val, binds: &mut Vec<Val>| {
-        binds.push(v);
-        conds.push(cond.replace('?', &format!("${}", binds.len())));
+    let sort = Sort::parse(q.get("sort").map(String::as_str).unwrap_or("opened"))?;
+    let mut cq = CaseQuery {
+        sort: Some(sort),
+        limit: limit + 1,
+        ..CaseQuery::default()
     };
     if let Some(c) = court_param(&q)? {
-        add("court_short = ?", c.short.into(), &mut binds);
+        cq.equal.push(("court_short", c.short.to_string()));
     }
     if let Some(s) = q.get("state") {
-        add("state = ?", s.as_str().into(), &mut binds);
-    }
-    if let Some(d) = date_param(&q, "opened_from")? {
-        add("opened >= ?", d.into(), &mut binds);
-    }
-    if let Some(d) = date_param(&q, "opened_to")? {
-        add("opened <= ?", d.into(), &mut binds);
-    }
-    if let Some(d) = date_param(&q, "updated_since")? {
-        add("substr(latest_published, 1, 10) >= ?", d.into(), &mut binds);
+        cq.equal.push(("state", s.clone()));
     }
     if let Some(k) = q.get("debtor_kind") {
-        add("debtor_kind = ?", k.as_str().into(), &mut binds);
+        cq.equal.push(("debtor_kind", k.clone()));
     }
-    let sub = |col: &str| {
-        format!(
-            "case_number IN (SELECT case_number FROM parties WHERE role = 'DLUŽNÍK' AND {col} = ?)"
-        )
-    };
+    cq.opened_from = date_param(&q, "opened_from")?;
+    cq.opened_to = date_param(&q, "opened_to")?;
+    cq.updated_since = date_param(&q, "updated_since")?;
+    // A debtor filter: one of birth number, name, or IČOs (cases of any of them).
+    let mut debtor: Vec<(&'static str, String)> = Vec::new();
     for (param, kind) in [("debtor_rc", "rc"), ("debtor_name", "name")] {
         if let Some(v) = q.get(param) {
-            let (col, key) = search_key(param, kind, v)?;
-            add(&sub(col), key.into(), &mut binds);
+            debtor.push(search_key(param, kind, v)?);
         }
     }
-    // Several debtor IČOs: cases of any of them.
-    let icos = q.all("debtor_ico");
-    if !icos.is_empty() {
-        let mut marks = Vec::new();
-        for v in icos {
-            let (_, key) = search_key("debtor_ico", "ico", v)?;
-            binds.push(key.into());
-            marks.push(format!("${}", binds.len()));
-        }
-        conds.push(format!(
-            "case_number IN (SELECT case_number FROM parties WHERE role = 'DLUŽNÍK' AND ico IN ({}))",
-            marks.join(", ")
-        ));
+    for v in q.all("debtor_ico") {
+        debtor.push(search_key("debtor_ico", "ico", v)?);
     }
-    let (order, key_cols) = if sort == "opened" {
-        ("opened, case_number", ["opened", "case_number"])
-    } else {
-        (
-            "latest_action_id DESC, case_number",
-            ["latest_action_id", "case_number"],
-        )
-    };
+    if let Some((col, _)) = debtor.first() {
+        if debtor.iter().any(|(c, _)| c != col) {
+            return Err(Problem::bad(
+                "give one kind of debtor filter: debtor_ico (repeatable), debtor_rc or debtor_name",
+            ));
+        }
+        cq.debtor = Some((col, debtor.iter().map(|(_, k)| k.clone()).collect()));
+    }
     if let Some(c) = q.get("cursor") {
         let v = decode_cursor(privacy, c, 2)?;
-        if sort == "opened" {
-            binds.push(v[0].as_str().into());
-            binds.push(v[1].as_str().into());
-            conds.push(format!(
-                "(opened > ${} OR (opened = ${} AND case_number > ${}))",
-                binds.len() - 1,
-                binds.len() - 1,
-                binds.len()
-            ));
-        } else {
-            let id: i64 = v[0]
-                .parse()
-                .map_err(|_| Problem::bad("cursor is malformed; use the `next` link"))?;
-            binds.push(id.into());
-            binds.push(v[1].as_str().into());
-            conds.push(format!(
-                "(latest_action_id < ${} OR (latest_action_id = ${} AND case_number > ${}))",
-                binds.len() - 1,
-                binds.len() - 1,
-                binds.len()
-            ));
-        }
+        cq.after = Some([v[0].clone(), v[1].clone()]);
     }
-    binds.push((limit + 1).into());
-    let sql = format!(
-        "SELECT doc FROM cases {} ORDER BY {order} LIMIT ${}",
-        if conds.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", conds.join(" AND "))
-        },
-        binds.len()
-    );
     let (mut tx, wm) = watermark::open(&state).await?;
+    let at = lists::source(&mut tx, "cases").await?;
+    let (sql, binds) = lists::case_list(&cq, &at)?;
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
     let (docs, more) = page(docs(&rows)?, limit);
     let next = more.then(|| {
         let l = docs.last().cloned().unwrap_or_default();
-        let k0 = match &l[if key_cols[0] == "opened" {
-            "opened"
-        } else {
-            "latest_action_id"
+        let k0 = match &l[match sort {
+            Sort::Opened => "opened",
+            Sort::Latest => "latest_action_id",
+            Sort::Updated => "latest_published",
         }] {
             Value::String(s) => s.clone(),
             other => other.to_string(),

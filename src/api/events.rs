@@ -12,6 +12,7 @@ use super::pagination::{docs, limit, page, query_except};
 use super::params::{EventParams, Params, court_param, date_param, only};
 use crate::projection::columns;
 use crate::projection::sql::Val;
+use crate::read::lists::{self, EventQuery, MAX_FEED_CASES};
 use crate::read::params::search_key;
 use crate::read::{Problem, ReadState, queries, watermark};
 
@@ -39,49 +40,28 @@ pub(crate) async fn events(
             .parse()
             .map_err(|_| Problem::bad(format!("after {a:?} is not an action ID")))?,
     };
-    let mut conds = vec!["action_id > $1".to_string()];
-    let mut binds: Vec<Val> = vec![after.into()];
-    // Every list filter: any of its values (`col IN (...)` or a subquery over parties).
-    let types = q.all("type");
-    if !types.is_empty() {
-        let mut marks = Vec::new();
-        for t in types {
-            if t.is_empty() || t.len() > 6 || !t.chars().all(|c| c.is_ascii_digit()) {
-                return Err(Problem::bad(format!(
-                    "type {t:?} is not an action-type code"
-                )));
-            }
-            binds.push(t.into());
-            marks.push(format!("${}", binds.len()));
+    let mut eq = EventQuery {
+        after,
+        limit: limit + 1,
+        ..EventQuery::default()
+    };
+    for t in q.all("type") {
+        if t.is_empty() || t.len() > 6 || !t.chars().all(|c| c.is_ascii_digit()) {
+            return Err(Problem::bad(format!(
+                "type {t:?} is not an action-type code"
+            )));
         }
-        conds.push(format!("type_code IN ({})", marks.join(", ")));
-    }
-    let icos = q.all("ico");
-    if !icos.is_empty() {
-        let mut marks = Vec::new();
-        for v in icos {
-            let (_, key) = search_key("ico", "ico", v)?;
-            binds.push(key.into());
-            marks.push(format!("${}", binds.len()));
+        if !eq.types.iter().any(|x| x == t) {
+            eq.types.push(t.to_string());
         }
-        conds.push(format!(
-            "case_number IN (SELECT case_number FROM parties WHERE ico IN ({}))",
-            marks.join(", ")
-        ));
     }
-    // Dates as the register writes them (Prague time): the first ten characters.
-    if let Some(d) = date_param(&q, "published_from")? {
-        binds.push(d.into());
-        conds.push(format!("substr(published, 1, 10) >= ${}", binds.len()));
+    let mut icos = Vec::new();
+    for v in q.all("ico") {
+        icos.push(search_key("ico", "ico", v)?.1);
     }
-    if let Some(d) = date_param(&q, "published_to")? {
-        binds.push(d.into());
-        conds.push(format!("substr(published, 1, 10) <= ${}", binds.len()));
-    }
-    if let Some(c) = court_param(&q)? {
-        binds.push(c.code.into());
-        conds.push(format!("court = ${}", binds.len()));
-    }
+    eq.published_from = date_param(&q, "published_from")?;
+    eq.published_to = date_param(&q, "published_to")?;
+    eq.court = court_param(&q)?.map(|c| c.code.to_string());
     if let Some(c) = q.get("case") {
         let ok = c
             .strip_prefix("INS ")
@@ -92,17 +72,28 @@ pub(crate) async fn events(
                 "case {c:?} is not a case number such as `INS 4711/2026`"
             )));
         }
-        binds.push(c.as_str().into());
-        conds.push(format!("case_number = ${}", binds.len()));
+        eq.case = Some(c.clone());
     }
-    binds.push((limit + 1).into());
     let (mut tx, wm) = watermark::open(&state).await?;
-    let sql = format!(
-        "SELECT {} FROM timeline WHERE {} ORDER BY action_id LIMIT ${}",
-        queries::event_json_sql(tx.is_postgres()),
-        conds.join(" AND "),
-        binds.len()
-    );
+    if !icos.is_empty() {
+        // The IČOs' cases first (an index lookup each), then their timelines.
+        let sql = format!(
+            "SELECT DISTINCT case_number FROM parties WHERE ico IN ({}) LIMIT {}",
+            tx.list(icos.len()),
+            MAX_FEED_CASES + 1
+        );
+        let binds: Vec<Val> = icos.iter().map(|i| i.as_str().into()).collect();
+        let cases = tx.texts(&sql, &binds).await?;
+        if cases.len() as i64 > MAX_FEED_CASES {
+            return Err(Problem::bad(format!(
+                "these IČOs are parties to more than {MAX_FEED_CASES} cases; narrow the feed with case= \
+                 or follow them with a watchlist (/v1/watchlists/NAME/events)"
+            )));
+        }
+        eq.cases = Some(cases);
+    }
+    let at = lists::source(&mut tx, "timeline").await?;
+    let (sql, binds) = lists::events(&eq, &queries::event_json_sql(tx.is_postgres()), &at)?;
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
     let (evs, more) = page(docs(&rows)?, limit);

@@ -210,9 +210,17 @@ pub enum CaseSort {
     Opened,
     /// By the latest action, newest first.
     Latest,
+    /// By the latest action's publication time, newest first (`updated_since` is a
+    /// range of this order).
+    Updated,
 }
 
-/// Filters of the case list; all given filters must hold.
+/// Filters of the case list; all given filters must hold. Each page is an index range
+/// read in order, so the filters combine as the indexes allow: with `sort=opened` or
+/// `sort=latest` none, `court`, `state`, `court` + `state` or `debtor_kind`; with
+/// `sort=updated` none or `court`; `opened_from`/`opened_to` go with `sort=opened`,
+/// `updated_since` with `sort=updated`. A debtor filter (`debtor_ico`, `debtor_rc`,
+/// `debtor_name`) goes with any of them. Other combinations are a 400 that says so.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
@@ -221,13 +229,14 @@ pub struct CaseListParams {
     court: Option<String>,
     /// The case's state as the register names it (`KONKURS`, `ODDLUŽENÍ`, ...).
     state: Option<String>,
-    /// Opened on or after this date.
+    /// Opened on or after this date (with `sort=opened`).
     #[param(value_type = Option<String>, format = Date)]
     opened_from: Option<String>,
     /// Opened on or before this date.
     #[param(value_type = Option<String>, format = Date)]
     opened_to: Option<String>,
-    /// With an action published on or after this date.
+    /// Whose latest action was published on or after this date; with `sort=updated`
+    /// (or a debtor filter).
     #[param(value_type = Option<String>, format = Date)]
     updated_since: Option<String>,
     /// A debtor's IČO; repeat it for cases of any of several debtors (at most 100).
@@ -265,7 +274,8 @@ pub struct EventParams {
     /// it for several (at most 100).
     #[param(value_type = Option<Vec<String>>, style = Form, explode)]
     ico: Option<Vec<String>>,
-    /// Published on or after this date (Prague time, as the register publishes).
+    /// Published on or after this date (Prague time, as the register publishes); with
+    /// `case` or `ico` only (the feed is in ID order, publication dates are not).
     #[param(value_type = Option<String>, format = Date)]
     published_from: Option<String>,
     /// Published on or before this date.

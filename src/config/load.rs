@@ -265,6 +265,11 @@ impl Settings {
             "must be above 0",
         );
         check(
+            self.projection.analyze_every_secs > 0,
+            "projection.analyze_every_secs",
+            "must be above 0",
+        );
+        check(
             self.projection.every_secs > 0,
             "projection.every_secs",
             "must be above 0",

@@ -210,6 +210,9 @@ pub struct ProjectionSettings {
     /// itself withdraws the data, and a copy kept without purpose is still personal
     /// data we hold (`docs/runbooks/erasure.md` argues it).
     pub redact_replica: bool,
+    /// The projections' planner statistics are refreshed (`ANALYZE`) this often, and
+    /// after every rebuild, so that plans stay right as the data grows. 3600 s.
+    pub analyze_every_secs: u64,
 }
 
 impl Default for ProjectionSettings {
@@ -220,6 +223,7 @@ impl Default for ProjectionSettings {
             every_secs: 30,
             debounce_ms: 1000,
             redact_replica: true,
+            analyze_every_secs: 3600,
         }
     }
 }

@@ -256,6 +256,55 @@ impl CaseDoc {
     }
 }
 
+/// The equality filters of `/v1/cases` indexed for each sort (`opened`: `opened,
+/// case_number`; `latest`: `latest_action_id`; `updated`: `latest_published,
+/// case_number`): each is an index of the set's columns, then the sort's keys, so a
+/// page is an index range read in order ([`crate::read::lists`]).
+pub const LIST_SHAPES: &[(&str, &[&str])] = &[
+    ("opened", &[]),
+    ("opened", &["court_short"]),
+    ("opened", &["state"]),
+    ("opened", &["court_short", "state"]),
+    ("opened", &["debtor_kind"]),
+    ("latest", &[]),
+    ("latest", &["court_short"]),
+    ("latest", &["state"]),
+    ("latest", &["court_short", "state"]),
+    ("latest", &["debtor_kind"]),
+    ("updated", &[]),
+    ("updated", &["court_short"]),
+];
+
+/// The filter columns, in the order they stand in the list indexes.
+pub const LIST_COLUMNS: &[&str] = &["court_short", "state", "debtor_kind"];
+
+/// The list indexes of `cases_v{v}` ([`LIST_SHAPES`]; the two unfiltered sorts by date
+/// opened and latest action use the table's `_opened` and `_latest`).
+fn list_indexes(v: i64) -> Vec<String> {
+    LIST_SHAPES
+        .iter()
+        .filter(|(sort, set)| !(set.is_empty() && *sort != "updated"))
+        .map(|(sort, set)| {
+            let keys = match *sort {
+                "opened" => "opened, case_number",
+                "latest" => "latest_action_id",
+                _ => "latest_published, case_number",
+            };
+            let name = if set.is_empty() {
+                "all".to_string()
+            } else {
+                set.join("_")
+            };
+            let mut cols: Vec<&str> = set.to_vec();
+            cols.push(keys);
+            format!(
+                "CREATE INDEX cases_v{v}_{sort}_{name} ON cases_v{v} ({})",
+                cols.join(", ")
+            )
+        })
+        .collect()
+}
+
 /// Recomputes cases from their actions (in ID order), as the builder does.
 pub fn fold(recs: &[Record]) -> BTreeMap<String, CaseDoc> {
     let mut out: BTreeMap<String, CaseDoc> = BTreeMap::new();
@@ -295,14 +344,16 @@ impl Builder for Cases {
                  state TEXT, opened TEXT NOT NULL, first_action_id BIGINT NOT NULL, latest_action_id BIGINT NOT NULL, \
                  latest_published TEXT NOT NULL, debtor_kind TEXT, erased {b} NOT NULL, doc TEXT NOT NULL)"
             ),
-            format!("CREATE INDEX cases_v{v}_state ON cases_v{v} (state)"),
-            format!("CREATE INDEX cases_v{v}_court ON cases_v{v} (court_short)"),
             format!("CREATE INDEX cases_v{v}_opened ON cases_v{v} (opened, case_number)"),
             format!("CREATE INDEX cases_v{v}_latest ON cases_v{v} (latest_action_id)"),
             format!(
                 "CREATE TABLE stats_v{v} (dim TEXT NOT NULL, key TEXT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (dim, key))"
             ),
         ]
+        .into_iter()
+        // Every filter and sort of the case list in keyset order (`read::lists`).
+        .chain(list_indexes(v))
+        .collect()
     }
 
     async fn apply(

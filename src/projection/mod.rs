@@ -307,10 +307,68 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
     if b.upgrade(&mut tx, live.version).await? {
         point_views(&mut tx, b, live.version).await?;
     }
+    // Indexes this release added (the list queries' shapes) to a version made before.
+    let have: std::collections::HashSet<String> = tx
+        .texts(
+            if tx.is_postgres() {
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+            } else {
+                "SELECT name FROM sqlite_master WHERE type = 'index'"
+            },
+            &[],
+        )
+        .await?
+        .into_iter()
+        .collect();
+    let mut added = Vec::new();
+    for stmt in b.ddl(live.version, tx.is_postgres()) {
+        let Some(name) = stmt
+            .strip_prefix("CREATE INDEX ")
+            .and_then(|r| r.split_whitespace().next())
+        else {
+            continue;
+        };
+        if !have.contains(name) {
+            tx.exec(&stmt, &[]).await?;
+            added.push(name.to_string());
+        }
+    }
+    if !added.is_empty() {
+        tracing::info!(builder = live.name, indexes = ?added, "indexes added to a version made before them");
+        for t in b.tables() {
+            analyze(&mut tx, &format!("{t}_v{}", live.version)).await?;
+        }
+    }
     if let Some(next) = read_meta(&mut tx, &format!("{}#next", live.name)).await? {
         b.upgrade(&mut tx, next.version).await?;
     }
     tx.commit().await?;
+    Ok(())
+}
+
+/// Refreshes the planner's statistics of `table` (`ANALYZE`), so that plans stay right
+/// as the data grows.
+pub async fn analyze(tx: &mut Tx, table: &str) -> Result<(), ProjectionError> {
+    // SQLite's full-text table keeps no planner statistics of its own.
+    if !tx.is_postgres() && table.starts_with("names_") {
+        return Ok(());
+    }
+    tx.exec(&format!("ANALYZE {table}"), &[]).await?;
+    Ok(())
+}
+
+/// Refreshes the statistics of every builder's live tables (the projector's schedule,
+/// `projection.analyze_every_secs`).
+pub async fn analyze_live(store: &Store) -> Result<(), ProjectionError> {
+    for name in NAMES {
+        let b = builder(name)?;
+        let m = read_one(store, name).await?;
+        let mut tx = Tx::begin(store).await?;
+        for t in b.tables() {
+            analyze(&mut tx, &format!("{t}_v{}", m.version)).await?;
+        }
+        tx.commit().await?;
+    }
     Ok(())
 }
 

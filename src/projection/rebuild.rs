@@ -309,6 +309,10 @@ async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, P
                 tx.exec(&normal, &[]).await?;
             }
             built?;
+            // Fresh statistics for the new version before readers see it.
+            for t in b.tables() {
+                super::analyze(&mut tx, &format!("{t}_v{v}")).await?;
+            }
             tx.commit().await?;
             indexed = true;
             continue;

@@ -157,6 +157,11 @@ impl Builder for Timeline {
             ),
             format!("CREATE INDEX timeline_v{v}_case ON timeline_v{v} (case_number, action_id)"),
             format!("CREATE INDEX timeline_v{v}_type ON timeline_v{v} (type_code, action_id)"),
+            // The events feed by court, and by court and type (`read::lists`).
+            format!("CREATE INDEX timeline_v{v}_court ON timeline_v{v} (court, action_id)"),
+            format!(
+                "CREATE INDEX timeline_v{v}_court_type ON timeline_v{v} (court, type_code, action_id)"
+            ),
             format!(
                 "CREATE TABLE slots_v{v} (case_number TEXT NOT NULL, section TEXT NOT NULL, number BIGINT NOT NULL, \
                  first_action_id BIGINT NOT NULL, PRIMARY KEY (case_number, section, number))"

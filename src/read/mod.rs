@@ -8,6 +8,7 @@
 //! `http` mounts both.
 
 pub mod limit;
+pub mod lists;
 pub mod params;
 mod problem;
 pub mod queries;

@@ -1,0 +1,425 @@
+//! Reads whose cost is bounded, on both back ends: every shape of `/v1/cases` and
+//! `/v1/events` the API serves is planned as an index walk in keyset order (checked with
+//! `EXPLAIN`, as the subjects test does), the shapes no index serves are refused with a
+//! 400 that names them, and a statement that runs past `api.statement_timeout_ms` is
+//! stopped, answered with a 503 and `Retry-After`, and frees its connection.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{BOTH, Backend};
+use isir::projection::sql::{Tx, Val};
+use isir::read::lists::{self, CaseQuery, EventQuery, Sort};
+use isir::store::Store;
+
+/// The plan of `sql` with `binds`, one line per step (on PostgreSQL with sequential
+/// scans and sorts discouraged, so that the small test tables do not hide what the
+/// indexes allow).
+async fn explain(store: &Store, sql: &str, binds: &[Val]) -> String {
+    use sqlx::Row;
+    macro_rules! bind_all {
+        ($q:expr) => {{
+            let mut q = $q;
+            for b in binds {
+                q = match b {
+                    Val::I(v) => q.bind(*v),
+                    Val::T(v) => q.bind(v.clone()),
+                    Val::B(v) => q.bind(*v),
+                };
+            }
+            q
+        }};
+    }
+    match store {
+        Store::Sqlite(p) => {
+            // `?` placeholders are positional; `$N` ones are named in order of appearance.
+            let sql = format!("EXPLAIN QUERY PLAN {sql}");
+            bind_all!(sqlx::query(&sql))
+                .fetch_all(p)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                .iter()
+                .map(|r| r.get::<String, _>(3))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
+        Store::Postgres(p) => {
+            let mut c = p.acquire().await.unwrap();
+            sqlx::query("SET enable_seqscan = off")
+                .execute(&mut *c)
+                .await
+                .unwrap();
+            sqlx::query("SET enable_sort = off")
+                .execute(&mut *c)
+                .await
+                .unwrap();
+            let sql = format!("EXPLAIN {sql}");
+            let plan = bind_all!(sqlx::query(&sql))
+                .fetch_all(&mut *c)
+                .await
+                .unwrap_or_else(|e| panic!("{sql}: {e}"))
+                .iter()
+                .map(|r| r.get::<String, _>(0))
+                .collect::<Vec<_>>()
+                .join("\n");
+            sqlx::query("RESET ALL").execute(&mut *c).await.unwrap();
+            plan
+        }
+    }
+}
+
+/// Whether `plan` reads in index order without a sort and without a walk of a table:
+/// on SQLite no `SCAN t` without an index and no temporary B-tree (unless `sorted` may
+/// sort a bounded set), every equality column in an index search; on PostgreSQL no
+/// sequential scan and no sort (unless `sorted`).
+fn check(plan: &str, pg: bool, equal: &[&str], sorted: bool, what: &str) {
+    if pg {
+        assert!(!plan.contains("Seq Scan"), "{what}: a table walk\n{plan}");
+        assert!(sorted || !plan.contains("Sort"), "{what}: a sort\n{plan}");
+        assert!(plan.contains("Index"), "{what}: no index\n{plan}");
+        for c in equal {
+            assert!(
+                plan.contains(&format!("{c} =")),
+                "{what}: {c} is not an index condition\n{plan}"
+            );
+        }
+    } else {
+        for l in plan.lines() {
+            let l = l.trim();
+            assert!(
+                // (A scan of a subquery's rows, `SCAN t3`, reads what an index walk gave.)
+                !(l.starts_with("SCAN ") && l.contains("_v") && !l.contains("USING")),
+                "{what}: a table walk ({l})\n{plan}"
+            );
+            assert!(
+                sorted || !l.contains("TEMP B-TREE"),
+                "{what}: a sort ({l})\n{plan}"
+            );
+        }
+        for c in equal {
+            assert!(
+                plan.contains(&format!("{c}=?")),
+                "{what}: {c} is not an index search\n{plan}"
+            );
+        }
+    }
+}
+
+async fn store(b: Backend) -> (Store, common::TestDb) {
+    let db = common::fresh_db(b).await;
+    let store = Store::connect(&db.url, 4).await.unwrap();
+    store.migrate().await.unwrap();
+    isir::projection::ensure_all(&store).await.unwrap();
+    (store, db)
+}
+
+async fn plans(b: Backend) {
+    let (store, _db) = store(b).await;
+    let pg = b == Backend::Postgres;
+    let at = if pg {
+        lists::Source::Views
+    } else {
+        lists::Source::Sqlite(1)
+    };
+    let value = |c: &str| match c {
+        "court_short" => "KSPH".to_string(),
+        "state" => "KONKURS".to_string(),
+        _ => "F".to_string(),
+    };
+    let shapes = lists::case_shapes();
+    assert_eq!(shapes.len(), 12, "every served shape is checked");
+    for (sort, set) in shapes {
+        for with_cursor in [false, true] {
+            for with_range in [false, true] {
+                let mut q = CaseQuery {
+                    sort: Some(sort),
+                    equal: set.iter().map(|c| (*c, value(c))).collect(),
+                    limit: 51,
+                    ..CaseQuery::default()
+                };
+                if with_range {
+                    match sort {
+                        Sort::Opened => {
+                            q.opened_from = Some("2020-01-01".into());
+                            q.opened_to = Some("2021-01-01".into());
+                        }
+                        Sort::Updated => q.updated_since = Some("2024-01-01".into()),
+                        Sort::Latest => continue,
+                    }
+                }
+                if with_cursor {
+                    q.after = Some(match sort {
+                        Sort::Latest => ["12345".into(), "INS 1/2020".into()],
+                        _ => ["2020-05-01".into(), "INS 1/2020".into()],
+                    });
+                }
+                let (sql, binds) = lists::case_list(&q, &at).unwrap();
+                let plan = explain(&store, &sql, &binds).await;
+                check(
+                    &plan,
+                    pg,
+                    &set,
+                    false,
+                    &format!(
+                        "{b:?} cases {sort:?} {set:?} cursor {with_cursor} range {with_range}"
+                    ),
+                );
+            }
+        }
+    }
+    // A debtor's cases: the parties index finds them; the few are then sorted.
+    for sort in [Sort::Opened, Sort::Latest, Sort::Updated] {
+        let q = CaseQuery {
+            sort: Some(sort),
+            equal: vec![("court_short", "KSPH".into()), ("debtor_kind", "P".into())],
+            debtor: Some(("ico", vec!["12345678".into(), "87654321".into()])),
+            updated_since: Some("2024-01-01".into()),
+            limit: 51,
+            ..CaseQuery::default()
+        };
+        let (sql, binds) = lists::case_list(&q, &at).unwrap();
+        let plan = explain(&store, &sql, &binds).await;
+        check(
+            &plan,
+            pg,
+            &[],
+            true,
+            &format!("{b:?} debtor's cases {sort:?}"),
+        );
+        assert!(
+            plan.contains("parties_v1_ico"),
+            "{b:?}: the IČO index drives\n{plan}"
+        );
+    }
+    // The events feed: by its key, a court, a type or several, a case.
+    let cols = isir::read::queries::event_json_sql(pg);
+    let feeds: Vec<(&str, EventQuery, Vec<&str>, bool)> = vec![
+        (
+            "all",
+            EventQuery {
+                after: 10,
+                limit: 51,
+                ..Default::default()
+            },
+            vec![],
+            false,
+        ),
+        (
+            "court",
+            EventQuery {
+                after: 10,
+                court: Some("KSPH".into()),
+                limit: 51,
+                ..Default::default()
+            },
+            vec!["court"],
+            false,
+        ),
+        (
+            "one type",
+            EventQuery {
+                after: 10,
+                types: vec!["63".into()],
+                limit: 51,
+                ..Default::default()
+            },
+            vec!["type_code"],
+            false,
+        ),
+        (
+            "court and type",
+            EventQuery {
+                after: 10,
+                court: Some("KSPH".into()),
+                types: vec!["63".into()],
+                limit: 51,
+                ..Default::default()
+            },
+            vec!["court", "type_code"],
+            false,
+        ),
+        // Several types: one ordered walk each, the bounded union sorted.
+        (
+            "types",
+            EventQuery {
+                after: 10,
+                types: vec!["63".into(), "1".into(), "5".into()],
+                limit: 51,
+                ..Default::default()
+            },
+            vec!["type_code"],
+            true,
+        ),
+        (
+            "case",
+            EventQuery {
+                after: 10,
+                case: Some("INS 1/2020".into()),
+                types: vec!["1".into(), "5".into()],
+                published_from: Some("2024-01-01".into()),
+                limit: 51,
+                ..Default::default()
+            },
+            vec!["case_number"],
+            true,
+        ),
+        (
+            "cases",
+            EventQuery {
+                after: 10,
+                cases: Some(vec!["INS 1/2020".into(), "INS 2/2020".into()]),
+                limit: 51,
+                ..Default::default()
+            },
+            vec!["case_number"],
+            true,
+        ),
+    ];
+    for (what, q, equal, sorted) in feeds {
+        let (sql, binds) = lists::events(&q, &cols, &at).unwrap();
+        let plan = explain(&store, &sql, &binds).await;
+        check(&plan, pg, &equal, sorted, &format!("{b:?} events {what}"));
+    }
+}
+
+#[tokio::test]
+async fn every_list_shape_is_an_index_walk() {
+    for b in BOTH {
+        plans(b).await;
+    }
+}
+
+#[test]
+fn unsupported_shapes_are_refused_with_reasons() {
+    let refused = |q: CaseQuery, want: &str| {
+        let e = lists::case_list(&q, &lists::Source::Views).unwrap_err();
+        assert_eq!(e.status, 400);
+        assert!(e.detail.contains(want), "{}", e.detail);
+    };
+    refused(
+        CaseQuery {
+            equal: vec![("court_short", "KSPH".into()), ("debtor_kind", "F".into())],
+            limit: 10,
+            ..Default::default()
+        },
+        "court + debtor_kind",
+    );
+    refused(
+        CaseQuery {
+            sort: Some(Sort::Updated),
+            equal: vec![("state", "KONKURS".into())],
+            limit: 10,
+            ..Default::default()
+        },
+        "sort=updated",
+    );
+    refused(
+        CaseQuery {
+            sort: Some(Sort::Latest),
+            opened_from: Some("2020-01-01".into()),
+            limit: 10,
+            ..Default::default()
+        },
+        "opened_from",
+    );
+    refused(
+        CaseQuery {
+            updated_since: Some("2020-01-01".into()),
+            limit: 10,
+            ..Default::default()
+        },
+        "updated_since",
+    );
+    let e = lists::events(
+        &EventQuery {
+            published_from: Some("2020-01-01".into()),
+            limit: 10,
+            ..Default::default()
+        },
+        "x",
+        &lists::Source::Views,
+    )
+    .unwrap_err();
+    assert!(e.detail.contains("published_from"), "{}", e.detail);
+}
+
+/// A statement of some seconds on either engine.
+const SLOW: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000000) \
+                    SELECT CAST(COUNT(*) AS TEXT) FROM c";
+
+async fn time_limit(b: Backend) {
+    let (store, _db) = store(b).await;
+    let state = isir::read::ReadState::new(
+        store.clone(),
+        isir::read::ReadOptions {
+            statement_timeout: Duration::from_millis(300),
+            max_connections: 1,
+            acquire_timeout: Duration::from_millis(500),
+            ..Default::default()
+        },
+    );
+    // Each way a read opens its connection: one statement, a snapshot, many statements.
+    for how in ["single", "begin", "many"] {
+        let t = Instant::now();
+        let mut tx = match how {
+            "single" => isir::read::limit::single(&state).await,
+            "begin" => isir::read::limit::begin(&state).await,
+            _ => isir::read::limit::many(&state).await,
+        }
+        .unwrap();
+        let e = tx.texts(SLOW, &[]).await.unwrap_err();
+        let took = t.elapsed();
+        assert!(isir::read::limit::timed_out(&e), "{b:?} {how}: {e}");
+        assert!(
+            took < Duration::from_secs(10),
+            "{b:?} {how}: stopped after {took:?}"
+        );
+        drop(tx);
+        let p = isir::read::limit::problem(e);
+        assert_eq!(p.status, 503);
+        assert_eq!(p.retry_after, Some(isir::read::limit::RETRY_AFTER_TIMEOUT));
+        let resp = axum::response::IntoResponse::into_response(p);
+        assert_eq!(resp.headers()["retry-after"], "5");
+        assert_eq!(resp.headers()["content-type"], "application/problem+json");
+        // The one connection is free again and answers.
+        let mut tx = isir::read::limit::begin(&state).await.unwrap();
+        assert_eq!(
+            tx.texts("SELECT CAST(1 + 1 AS TEXT)", &[]).await.unwrap(),
+            ["2"]
+        );
+        tx.commit().await.unwrap();
+    }
+    // A full pool: the second read waits `acquire_timeout`, then a 503 to retry.
+    if b == Backend::Postgres {
+        let held = isir::read::limit::begin(&state).await.unwrap();
+        let e = match isir::read::limit::begin(&state).await {
+            Err(p) => p,
+            Ok(_) => panic!("a second connection from a pool of one"),
+        };
+        assert_eq!(e.status, 503);
+        assert_eq!(e.retry_after, Some(isir::read::limit::RETRY_AFTER_BUSY));
+        drop(held);
+    }
+    // The writer's pool has no such limit.
+    let mut tx = Tx::begin(&store).await.unwrap();
+    let n = tx
+        .texts(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 2000000) SELECT CAST(COUNT(*) AS TEXT) FROM c",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, ["2000000"]);
+    tx.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_read_past_its_time_limit_is_stopped_sqlite() {
+    time_limit(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_read_past_its_time_limit_is_stopped_postgres() {
+    time_limit(Backend::Postgres).await;
+}
