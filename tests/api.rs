@@ -869,6 +869,7 @@ async fn openapi_describes_every_route() {
         "/v1/cases",
         "/v1/subjects",
         "/v1/subjects/lookup",
+        "/v1/search",
         "/v1/events",
         "/v1/stats",
         "/healthz",
@@ -899,7 +900,8 @@ async fn openapi_describes_every_route() {
             "court",
             "case",
             "limit",
-            "format"
+            "format",
+            "stream"
         ]
         .map(String::from)
         .into()

@@ -335,6 +335,18 @@ async fn privacy_on_every_path(b: Backend) {
                 &api.all_pages(&format!("/v1/subjects?name={n}&limit=7&format={f}"), None)
                     .await,
             );
+            // The name search, paged and as a whole-result stream.
+            unscoped.push_str(
+                &api.all_pages(&format!("/v1/search?q={n}&limit=7&format={f}"), None)
+                    .await,
+            );
+        }
+        for f in ["csv", "ndjson"] {
+            let a = api
+                .get(&format!("/v1/search?q={n}&stream=all&format={f}"), None)
+                .await;
+            assert_eq!(a.status, 200, "{}", a.text);
+            unscoped.push_str(&a.text);
         }
         let a = api.get(&format!("/search?q={n}"), None).await;
         assert_eq!(a.status, 200);
@@ -526,6 +538,36 @@ async fn privacy_on_every_path(b: Backend) {
         &api.all_pages("/v1/cases?limit=1000&format=ndjson", Some(ANALYST))
             .await,
     );
+    // An erased debtor is found by no name search, whole or by prefixes.
+    for d in &erased {
+        let words = format!(
+            "{} {}",
+            d.person.first_name.clone().unwrap_or_default(),
+            d.person.name.clone().unwrap_or_default()
+        );
+        let prefixes: String = words
+            .split_whitespace()
+            .map(|w| w.chars().take(3).collect::<String>() + " ")
+            .collect();
+        for q in [words.trim().to_string(), prefixes.trim().to_string()] {
+            let a = api
+                .get(
+                    &format!("/v1/search?q={q}&limit=1000&format=ndjson"),
+                    Some(ANALYST),
+                )
+                .await;
+            assert_eq!(a.status, 200, "{}", a.text);
+            assert!(
+                !a.text.lines().any(|l| {
+                    let v: Value = serde_json::from_str(l).unwrap();
+                    v["case_number"] == d.case_number.as_str() && v["role"] == "DLUŽNÍK"
+                }),
+                "the erased debtor of {} found by {q:?}",
+                d.case_number
+            );
+            scoped.push_str(&a.text);
+        }
+    }
     assert_absent("answers to the pii scope", &scoped, &erased_secrets);
     // The replica itself is redacted (projection.redact_replica, on by default), every
     // row of the erased cases, whatever their note.

@@ -9,10 +9,12 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::format::{format_of, respond_list, respond_text};
+use super::format::{count_of, format_of, respond_list, respond_text, with_count};
 use super::pagination::{decode_cursor, docs, encode_cursor, limit, page, query_except, view};
 use super::params::{CaseListParams, NoParams, PageParams, Params, court_param, date_param, only};
+use super::stream;
 use crate::projection::columns;
+use crate::projection::sql::Tx;
 use crate::read::lists::{self, CaseQuery, Sort};
 use crate::read::params::{case_number, search_key, url_escape};
 use crate::read::{Caller, Problem, ReadState, queries, watermark};
@@ -60,10 +62,12 @@ pub(crate) async fn case(
             .map_err(Problem::internal)?
     };
     let wm_json = serde_json::to_string(&wm).map_err(Problem::internal)?;
+    let etag = super::format::weak_etag(&[b"case", case.as_bytes()]);
     Ok(respond_text(
         &wm,
         &headers,
         format!("{{\"case\":{case},\"watermark\":{wm_json}}}"),
+        etag,
     ))
 }
 
@@ -138,6 +142,32 @@ pub(crate) async fn case_events(
     ))
 }
 
+/// The case list page after page (a whole-result stream).
+struct CasePages {
+    q: CaseQuery,
+    at: lists::Source,
+    sort: Sort,
+}
+
+#[async_trait::async_trait]
+impl stream::Pages for CasePages {
+    async fn next(&mut self, tx: &mut Tx, n: i64) -> Result<Vec<String>, Problem> {
+        self.q.limit = n;
+        let (sql, binds) = lists::case_list(&self.q, &self.at)?;
+        let rows = tx.texts(&sql, &binds).await?;
+        if let Some(l) = rows.last() {
+            let key = match self.sort {
+                Sort::Opened => "opened",
+                Sort::Latest => "latest_action_id",
+                Sort::Updated => "latest_published",
+            };
+            let c = columns::cells(l, &[key, "case_number"]).map_err(Problem::internal)?;
+            self.q.after = Some([c[0].as_str().to_string(), c[1].as_str().to_string()]);
+        }
+        Ok(rows)
+    }
+}
+
 /// Cases matching every given filter, by date opened or by latest action.
 #[utoipa::path(get, path = "/v1/cases", tag = "cases",
     params(crate::api::params::CaseListParams),
@@ -155,7 +185,7 @@ pub(crate) async fn case_list(
     caller: Option<axum::Extension<Caller>>,
 ) -> Result<Response, Problem> {
     only::<CaseListParams>(&q, &["debtor_ico"])?;
-    let pii = caller.is_some_and(|c| c.pii);
+    let pii = caller.as_ref().is_some_and(|c| c.pii);
     if q.contains_key("debtor_rc") && !pii {
         return Err(Problem::needs_pii("a filter by birth number (debtor_rc)"));
     }
@@ -204,8 +234,33 @@ pub(crate) async fn case_list(
     }
     let (mut tx, wm) = watermark::open(&state).await?;
     let at = lists::source(&mut tx, "cases").await?;
+    if stream::asked(&q, format)? {
+        let pages = CasePages { q: cq, at, sort };
+        let caller = caller.as_ref().map(|c| &c.0);
+        return stream::respond(
+            &state,
+            caller,
+            format,
+            &wm,
+            tx,
+            pages,
+            columns::CASE_COLUMNS,
+        )
+        .await;
+    }
     let (sql, binds) = lists::case_list(&cq, &at)?;
     let rows = tx.texts(&sql, &binds).await?;
+    let counted = match count_of(&q, &headers)? {
+        Some(kind) => {
+            let whole = CaseQuery {
+                after: None,
+                ..cq.clone()
+            };
+            let (sql, binds) = lists::case_list(&whole, &at)?;
+            Some(lists::count(&mut tx, &sql, &binds, kind).await?)
+        }
+        None => None,
+    };
     tx.commit().await?;
     let (docs, more) = page(docs(&rows)?, limit);
     let next = more.then(|| {
@@ -232,13 +287,16 @@ pub(crate) async fn case_list(
         ));
         format!("/v1/cases?{}", qs.join("&"))
     });
-    Ok(respond_list(
-        &wm,
-        &headers,
-        format,
-        "cases",
-        view((!pii).then_some(privacy), docs),
-        next,
-        columns::CASE_COLUMNS,
+    Ok(with_count(
+        respond_list(
+            &wm,
+            &headers,
+            format,
+            "cases",
+            view((!pii).then_some(privacy), docs),
+            next,
+            columns::CASE_COLUMNS,
+        ),
+        counted,
     ))
 }

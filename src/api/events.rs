@@ -10,6 +10,7 @@ use axum::response::Response;
 use super::format::{format_of, respond_list};
 use super::pagination::{docs, limit, page, query_except};
 use super::params::{EventParams, Params, court_param, date_param, only};
+use super::stream;
 use crate::projection::columns;
 use crate::projection::sql::Val;
 use crate::read::lists::{self, EventQuery, MAX_FEED_CASES};
@@ -30,6 +31,7 @@ pub(crate) async fn events(
     State(state): State<ReadState>,
     q: Params,
     headers: HeaderMap,
+    caller: Option<axum::Extension<crate::read::Caller>>,
 ) -> Result<Response, Problem> {
     only::<EventParams>(&q, &["type", "ico"])?;
     let format = format_of(&q, &headers)?;
@@ -93,7 +95,23 @@ pub(crate) async fn events(
         eq.cases = Some(cases);
     }
     let at = lists::source(&mut tx, "timeline").await?;
-    let (sql, binds) = lists::events(&eq, &queries::event_json_sql(tx.is_postgres()), &at)?;
+    let cols = queries::event_json_sql(tx.is_postgres());
+    if stream::asked(&q, format)? {
+        lists::events(&eq, &cols, &at)?; // refuses what it refuses before any row
+        let pages = EventPages { q: eq, at, cols };
+        let caller = caller.as_ref().map(|c| &c.0);
+        return stream::respond(
+            &state,
+            caller,
+            format,
+            &wm,
+            tx,
+            pages,
+            columns::EVENT_COLUMNS,
+        )
+        .await;
+    }
+    let (sql, binds) = lists::events(&eq, &cols, &at)?;
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
     let (evs, more) = page(docs(&rows)?, limit);
@@ -118,4 +136,32 @@ pub(crate) async fn events(
         next,
         columns::EVENT_COLUMNS,
     ))
+}
+
+/// The feed page after page (a whole-result stream).
+struct EventPages {
+    q: EventQuery,
+    at: lists::Source,
+    cols: String,
+}
+
+#[async_trait::async_trait]
+impl stream::Pages for EventPages {
+    async fn next(
+        &mut self,
+        tx: &mut crate::projection::sql::Tx,
+        n: i64,
+    ) -> Result<Vec<String>, Problem> {
+        self.q.limit = n;
+        let (sql, binds) = lists::events(&self.q, &self.cols, &self.at)?;
+        let rows = tx.texts(&sql, &binds).await?;
+        if let Some(l) = rows.last() {
+            let c = columns::cells(l, &["action_id"]).map_err(Problem::internal)?;
+            self.q.after = c[0]
+                .as_str()
+                .parse()
+                .map_err(|_| Problem::internal("an event without its action ID"))?;
+        }
+        Ok(rows)
+    }
 }

@@ -4,8 +4,6 @@
 //! Owns rendering only; the rows come from the resource handlers. Every CSV cell goes
 //! through the formula guard; JSON and NDJSON stay exact.
 
-use std::hash::{Hash, Hasher};
-
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -14,21 +12,51 @@ use crate::projection::columns;
 use crate::read::{Problem, Watermark};
 
 pub(crate) fn respond(wm: &Watermark, req: &HeaderMap, mut body: Value) -> Response {
+    // The ETag is of what the answer says, not of how far the projections are.
+    let etag = weak_etag(&[body.to_string().as_bytes()]);
     body["watermark"] = serde_json::to_value(wm).unwrap_or(Value::Null);
-    respond_text(wm, req, body.to_string())
+    respond_text(wm, req, body.to_string(), etag)
 }
 
-/// A JSON answer already rendered, with its ETag and the watermark headers.
-pub(crate) fn respond_text(wm: &Watermark, req: &HeaderMap, text: String) -> Response {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut h);
-    let etag = format!("\"{:016x}\"", h.finish());
-    let mut resp =
-        if req.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
-            StatusCode::NOT_MODIFIED.into_response()
-        } else {
-            ([(header::CONTENT_TYPE, "application/json")], text).into_response()
-        };
+/// A weak ETag (`W/"..."`) of the parts an answer depends on: equal across processes
+/// and releases for the same content (SHA-256), so replicas behind a proxy agree. The
+/// watermark is never a part, so an answer whose content did not change keeps its tag
+/// as the projections move on.
+pub(crate) fn weak_etag(parts: &[&[u8]]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    format!("W/\"{}\"", hex::encode(&h.finalize()[..12]))
+}
+
+/// Whether `If-None-Match` names `etag` (a list of tags, weak or strong, or `*`;
+/// compared weakly, as RFC 9110 says for `If-None-Match`).
+pub(crate) fn not_modified(req: &HeaderMap, etag: &str) -> bool {
+    let opaque = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    let mine = opaque(etag);
+    req.get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim() == "*" || opaque(t) == mine)
+}
+
+/// A JSON answer already rendered, with its ETag (see [`weak_etag`]) and the watermark
+/// headers; a 304 when `If-None-Match` names the tag.
+pub(crate) fn respond_text(
+    wm: &Watermark,
+    req: &HeaderMap,
+    text: String,
+    etag: String,
+) -> Response {
+    let mut resp = if not_modified(req, &etag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        ([(header::CONTENT_TYPE, "application/json")], text).into_response()
+    };
     let hs = resp.headers_mut();
     hs.insert(header::ETAG, HeaderValue::from_str(&etag).expect("etag"));
     watermark_headers(hs, wm);
@@ -105,8 +133,14 @@ pub(crate) fn respond_list(
             )
         }
     };
-    let mut resp = ([(header::CONTENT_TYPE, ctype)], body).into_response();
+    let etag = weak_etag(&[ctype.as_bytes(), body.as_bytes()]);
+    let mut resp = if not_modified(req, &etag) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        ([(header::CONTENT_TYPE, ctype)], body).into_response()
+    };
     let hs = resp.headers_mut();
+    hs.insert(header::ETAG, HeaderValue::from_str(&etag).expect("etag"));
     if let Some(n) = next.and_then(|n| HeaderValue::from_str(&format!("<{n}>; rel=\"next\"")).ok())
     {
         hs.insert(header::LINK, n);
@@ -126,5 +160,45 @@ fn watermark_headers(hs: &mut axum::http::HeaderMap, wm: &Watermark) {
 pub(crate) fn respond_uncached(wm: &Watermark, text: String) -> Response {
     let mut resp = ([(header::CONTENT_TYPE, "application/json")], text).into_response();
     watermark_headers(resp.headers_mut(), wm);
+    resp
+}
+
+/// The count a request asks for: `?count=exact|estimated`, or PostgREST's
+/// `Prefer: count=exact|estimated`.
+pub(crate) fn count_of(
+    q: &super::params::Params,
+    req: &HeaderMap,
+) -> Result<Option<crate::read::lists::CountKind>, Problem> {
+    use crate::read::lists::CountKind;
+    let prefer = req
+        .get_all("prefer")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split([',', ';']))
+        .find_map(|p| p.trim().strip_prefix("count=").map(str::to_string));
+    match q.get("count").cloned().or(prefer).as_deref() {
+        None => Ok(None),
+        Some("exact") => Ok(Some(CountKind::Exact)),
+        Some("estimated") => Ok(Some(CountKind::Estimated)),
+        Some(other) => Err(Problem::bad(format!(
+            "count {other:?}: one of exact, estimated"
+        ))),
+    }
+}
+
+/// Adds a count to an answer: `ISIR-Count`, `ISIR-Count-Kind` (`exact`, `estimated`
+/// or `lower-bound`) and `Preference-Applied`.
+pub(crate) fn with_count(mut resp: Response, c: Option<crate::read::lists::Count>) -> Response {
+    if let Some(c) = c {
+        let hs = resp.headers_mut();
+        hs.insert("ISIR-Count", HeaderValue::from(c.value));
+        hs.insert("ISIR-Count-Kind", HeaderValue::from_static(c.kind));
+        let applied = if c.kind == "exact" {
+            "count=exact"
+        } else {
+            "count=estimated"
+        };
+        hs.insert("Preference-Applied", HeaderValue::from_static(applied));
+    }
     resp
 }

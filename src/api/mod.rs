@@ -19,6 +19,7 @@ mod pagination;
 pub mod params;
 mod search;
 mod stats;
+mod stream;
 mod subjects;
 mod watchlists;
 

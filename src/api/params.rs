@@ -174,6 +174,16 @@ pub struct SearchParams {
     #[param(minimum = 1)]
     limit: Option<i64>,
     cursor: Option<String>,
+    /// Count the whole result: `exact`, or `estimated` (PostgreSQL's planner
+    /// estimate; on SQLite exact up to 100 000, then that lower bound). In the
+    /// `ISIR-Count` and `ISIR-Count-Kind` headers. `Prefer: count=...` works too.
+    #[param(inline)]
+    count: Option<CountParam>,
+    /// `all`: the whole result as one CSV or NDJSON answer, streamed from one
+    /// snapshot (no `cursor`, no `limit`); over `api.stream_max_rows` rows only for a
+    /// key with the `stream` scope (else a 403 before the first row).
+    #[param(inline)]
+    stream: Option<StreamAll>,
     #[param(inline)]
     format: Option<ListFormat>,
 }
@@ -199,6 +209,23 @@ pub enum SearchRole {
 pub enum SearchKind {
     Person,
     Company,
+}
+
+/// A count of the whole result.
+#[derive(ToSchema, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum CountParam {
+    Exact,
+    Estimated,
+}
+
+/// The whole result at once.
+#[derive(ToSchema, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum StreamAll {
+    All,
 }
 
 /// Order of a case list.
@@ -256,6 +283,16 @@ pub struct CaseListParams {
     #[param(minimum = 1)]
     limit: Option<i64>,
     cursor: Option<String>,
+    /// Count the whole result: `exact`, or `estimated` (PostgreSQL's planner
+    /// estimate; on SQLite exact up to 100 000, then that lower bound). In the
+    /// `ISIR-Count` and `ISIR-Count-Kind` headers. `Prefer: count=...` works too.
+    #[param(inline)]
+    count: Option<CountParam>,
+    /// `all`: the whole result as one CSV or NDJSON answer, streamed from one
+    /// snapshot (no `cursor`, no `limit`); over `api.stream_max_rows` rows only for a
+    /// key with the `stream` scope (else a 403 before the first row).
+    #[param(inline)]
+    stream: Option<StreamAll>,
     #[param(inline)]
     format: Option<ListFormat>,
 }
@@ -288,6 +325,11 @@ pub struct EventParams {
     case: Option<String>,
     #[param(minimum = 1)]
     limit: Option<i64>,
+    /// `all`: the whole result as one CSV or NDJSON answer, streamed from one
+    /// snapshot (no `cursor`, no `limit`); over `api.stream_max_rows` rows only for a
+    /// key with the `stream` scope (else a 403 before the first row).
+    #[param(inline)]
+    stream: Option<StreamAll>,
     #[param(inline)]
     format: Option<ListFormat>,
 }

@@ -8,9 +8,10 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::format::{format_of, respond_list};
+use super::format::{count_of, format_of, respond_list, with_count};
 use super::pagination::{docs, limit, query_except, view};
 use super::params::{Params, SearchParams, court_param, only};
+use super::stream;
 use crate::projection::columns;
 use crate::read::params::url_escape;
 use crate::read::search::{After, Search};
@@ -82,7 +83,7 @@ pub(crate) async fn search(
     caller: Option<axum::Extension<Caller>>,
 ) -> Result<Response, Problem> {
     only::<SearchParams>(&q, &[])?;
-    let pii = caller.is_some_and(|c| c.pii);
+    let pii = caller.as_ref().is_some_and(|c| c.pii);
     let s = parse(&q, pii)?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
@@ -91,8 +92,30 @@ pub(crate) async fn search(
         .get("cursor")
         .map(|c| After::unseal(privacy, c))
         .transpose()?;
+    if stream::asked(&q, format)? {
+        let (tx, wm) = watermark::open(&state).await?;
+        let pages = SearchPages { s, after: None };
+        let caller = caller.as_ref().map(|c| &c.0);
+        return stream::respond(
+            &state,
+            caller,
+            format,
+            &wm,
+            tx,
+            pages,
+            columns::SUBJECT_COLUMNS,
+        )
+        .await;
+    }
     let (mut tx, wm) = watermark::open_single(&state).await?;
     let mut hits = search::search(&mut tx, &s, after.as_ref(), limit + 1).await?;
+    let counted = match count_of(&q, &headers)? {
+        Some(kind) => {
+            let (sql, binds) = search::sql(&s, None, limit, tx.is_postgres());
+            Some(crate::read::lists::count(&mut tx, &sql, &binds, kind).await?)
+        }
+        None => None,
+    };
     tx.commit().await?;
     let more = hits.len() as i64 > limit;
     hits.truncate(limit as usize);
@@ -106,13 +129,47 @@ pub(crate) async fn search(
         }
     };
     let rows: Vec<String> = hits.into_iter().map(|h| h.doc).collect();
-    Ok(respond_list(
-        &wm,
-        &headers,
-        format,
-        "subjects",
-        view((!pii).then_some(privacy), docs(&rows)?),
-        next,
-        columns::SUBJECT_COLUMNS,
+    Ok(with_count(
+        respond_list(
+            &wm,
+            &headers,
+            format,
+            "subjects",
+            view((!pii).then_some(privacy), docs(&rows)?),
+            next,
+            columns::SUBJECT_COLUMNS,
+        ),
+        counted,
     ))
+}
+
+/// A search page after page (a whole-result stream).
+struct SearchPages {
+    s: Search,
+    after: Option<After>,
+}
+
+#[async_trait::async_trait]
+impl stream::Pages for SearchPages {
+    async fn next(
+        &mut self,
+        tx: &mut crate::projection::sql::Tx,
+        n: i64,
+    ) -> Result<Vec<String>, Problem> {
+        let hits = search::search(tx, &self.s, self.after.as_ref(), n).await?;
+        if let Some(l) = hits.last() {
+            let c = columns::cells(&l.doc, &["case_number", "court", "person_id"])
+                .map_err(Problem::internal)?;
+            self.after = Some(After {
+                tier: l.tier,
+                latest: l.latest,
+                key: [
+                    c[0].as_str().to_string(),
+                    c[1].as_str().to_string(),
+                    c[2].as_str().to_string(),
+                ],
+            });
+        }
+        Ok(hits.into_iter().map(|h| h.doc).collect())
+    }
 }

@@ -107,10 +107,12 @@ pub(crate) async fn subjects(
                 body.push_str(&privacy.mask(v).to_string());
             }
         }
-        body.push_str("],\"watermark\":");
+        body.push(']');
+        let etag = super::format::weak_etag(&[body.as_bytes()]);
+        body.push_str(",\"watermark\":");
         body.push_str(&serde_json::to_string(&wm).map_err(Problem::internal)?);
         body.push('}');
-        return Ok(respond_text(&wm, &headers, body));
+        return Ok(respond_text(&wm, &headers, body, etag));
     }
     let persons = view((!pii).then_some(privacy), docs(&rows)?);
     Ok(respond_list(

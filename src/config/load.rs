@@ -224,6 +224,7 @@ impl Settings {
             check(
                 k.scopes.iter().all(|s| {
                     s == "pii"
+                        || s == "stream"
                         || s.strip_prefix("watch:").is_some_and(|n| {
                             n == "*"
                                 || (!n.is_empty()
@@ -236,7 +237,7 @@ impl Settings {
                         })
                 }),
                 "api.keys.scopes",
-                "each `pii`, `watch:NAME` (one watchlist) or `watch:*` (every watchlist)",
+                "each `pii`, `stream` (whole-result streams of any size), `watch:NAME` (one watchlist) or `watch:*` (every watchlist)",
             );
         }
         check(
@@ -248,6 +249,11 @@ impl Settings {
             (1..=25_000).contains(&self.api.statement_timeout_ms),
             "api.statement_timeout_ms",
             "must be between 1 and 25000 (under the 30 s request timeout)",
+        );
+        check(
+            self.api.stream_max_rows >= 1,
+            "api.stream_max_rows",
+            "must be above 0",
         );
         check(
             self.api.max_connections >= 1,

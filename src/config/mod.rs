@@ -160,6 +160,9 @@ pub struct ApiSettings {
     /// Milliseconds a read waits for a free connection before it answers 503 with
     /// `Retry-After`. 2000.
     pub acquire_timeout_ms: u64,
+    /// Rows a whole-result stream (`?stream=all`) gives a caller without the `stream`
+    /// scope; a larger result is refused with a 403 before its first row. 10000.
+    pub stream_max_rows: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -185,6 +188,7 @@ impl Default for ApiSettings {
             statement_timeout_ms: 5_000,
             max_connections: 16,
             acquire_timeout_ms: 2_000,
+            stream_max_rows: 10_000,
         }
     }
 }

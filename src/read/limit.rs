@@ -66,6 +66,21 @@ async fn arm(state: &ReadState, c: &mut sqlx::SqliteConnection) -> Result<(), sq
     Ok(())
 }
 
+/// Gives the next statements of a long read (a whole-result stream, which runs one
+/// statement a page) the full time limit again; PostgreSQL limits each statement by
+/// itself.
+pub async fn rearm(state: &ReadState, tx: &mut Tx) -> Result<(), Problem> {
+    match tx {
+        Tx::Sqlite(t) => arm(state, t).await.map_err(problem),
+        Tx::SqliteSingle(c) => arm(state, c).await.map_err(problem),
+        Tx::Direct(c) => {
+            c.limit(deadline(state));
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// A read transaction (one snapshot), time-limited.
 pub async fn begin(state: &ReadState) -> Result<Tx, Problem> {
     let mut tx = Tx::begin_read(&state.store).await.map_err(problem)?;

@@ -373,3 +373,70 @@ pub fn events(q: &EventQuery, columns: &str, at: &Source) -> Result<(String, Vec
         binds,
     ))
 }
+
+/// How a count is asked for: `?count=` or PostgREST's `Prefer: count=`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountKind {
+    Exact,
+    Estimated,
+}
+
+/// Rows an estimated count on SQLite counts before it settles for a lower bound
+/// (SQLite keeps no row estimates for a filtered statement).
+pub const ESTIMATE_CAP: i64 = 100_000;
+
+/// A count of a list's whole result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Count {
+    pub value: i64,
+    /// `exact`, `estimated` (PostgreSQL's planner) or `lower-bound` (SQLite, past
+    /// [`ESTIMATE_CAP`]).
+    pub kind: &'static str,
+}
+
+/// Counts the rows of `sql` (a list statement whose last bind is its `LIMIT`, as the
+/// builders here make them), in `tx`'s snapshot and time limit.
+pub async fn count(
+    tx: &mut crate::projection::sql::Tx,
+    sql: &str,
+    binds: &[Val],
+    kind: CountKind,
+) -> Result<Count, Problem> {
+    let mut binds = binds.to_vec();
+    let pg = tx.is_postgres();
+    if kind == CountKind::Estimated && pg {
+        if let Some(l) = binds.last_mut() {
+            *l = Val::from(i64::MAX);
+        }
+        // The top node's estimate: `Limit  (cost=... rows=N width=...)`.
+        let plan = tx.texts(&format!("EXPLAIN {sql}"), &binds).await?;
+        let rows = plan
+            .first()
+            .and_then(|l| l.split("rows=").nth(1))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|r| r.parse::<i64>().ok())
+            .ok_or_else(|| Problem::internal("a plan without a row estimate"))?;
+        return Ok(Count {
+            value: rows,
+            kind: "estimated",
+        });
+    }
+    let cap = (kind == CountKind::Estimated).then_some(ESTIMATE_CAP);
+    if let Some(l) = binds.last_mut() {
+        *l = Val::from(cap.map_or(i64::MAX, |c| c + 1));
+    }
+    let n = tx
+        .int(&format!("SELECT COUNT(*) FROM ({sql}) AS counted"), &binds)
+        .await?
+        .unwrap_or(0);
+    Ok(match cap {
+        Some(c) if n > c => Count {
+            value: c,
+            kind: "lower-bound",
+        },
+        _ => Count {
+            value: n,
+            kind: "exact",
+        },
+    })
+}

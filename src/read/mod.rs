@@ -44,6 +44,8 @@ pub struct ReadOptions {
     /// The read side's own connections, and how long a read waits for one.
     pub max_connections: u32,
     pub acquire_timeout: Duration,
+    /// Rows of a whole-result stream without the `stream` scope.
+    pub stream_max_rows: i64,
 }
 
 impl Default for ReadOptions {
@@ -71,6 +73,7 @@ impl ReadOptions {
             statement_timeout: Duration::from_millis(a.statement_timeout_ms),
             max_connections: a.max_connections,
             acquire_timeout: Duration::from_millis(a.acquire_timeout_ms),
+            stream_max_rows: a.stream_max_rows,
         }
     }
 }

@@ -37,6 +37,12 @@ pub const KINDS: &[(&str, u16, &str, &str)] = &[
         "Ask the operator for a key with the list's scope; `isir watch list` names the lists.",
     ),
     (
+        "stream-scope",
+        403,
+        "A whole-result stream (`stream=all`) of more rows than this server gives without the `stream` scope (`api.stream_max_rows`).",
+        "Read the result page by page (the `next` links), narrow it, or use an API key with the `stream` scope.",
+    ),
+    (
         "conflict",
         409,
         "The change conflicts with what exists (a watchlist of that name).",

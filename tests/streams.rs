@@ -1,0 +1,384 @@
+//! Whole results and counts on both back ends: `?stream=all` gives every row of a list
+//! as one CSV or NDJSON answer (equal to the pages walked one by one, and for the feed
+//! to the simulator's own actions), within `api.stream_max_rows` without the `stream`
+//! scope and refused whole beyond it; `count=` and `Prefer: count=` count the whole
+//! result; weak ETags stay while a case does not change and honour `If-None-Match`
+//! lists.
+
+mod common;
+
+use common::Backend;
+use isir::projection;
+use serde_json::Value;
+
+fn hash(k: &str) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(k.as_bytes()))
+}
+
+async fn text(
+    http: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let mut r = http.get(url);
+    if let Some(k) = key {
+        r = r.header("X-API-Key", k);
+    }
+    let r = r.send().await.unwrap();
+    let s = r.status().as_u16();
+    let h = r.headers().clone();
+    (s, h, r.text().await.unwrap())
+}
+
+/// Every page of a JSON list, by its `next` links.
+async fn walk(http: &reqwest::Client, base: &str, first: &str, key: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut path = first.to_string();
+    loop {
+        let (s, _, body) = text(http, &format!("{base}{path}"), None).await;
+        assert_eq!(s, 200, "{path}: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        out.extend(v[key].as_array().unwrap().iter().cloned());
+        match v["next"].as_str() {
+            Some(n) => path = n.to_string(),
+            None => return out,
+        }
+    }
+}
+
+async fn streams(b: Backend) {
+    let (sim, url, _g) = common::sim(20_000, 1000, 47).await;
+    let db = common::fresh_db(b).await;
+    let mut s = common::settings(&url, &db);
+    s.poll.max_batches_per_tick = 1000;
+    let app = common::app(s).await;
+    app.poller().unwrap().poll_once().await;
+    for n in projection::NAMES {
+        projection::catch_up(&app.store, n, 5000).await.unwrap();
+    }
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let opts = isir::read::ReadOptions {
+        rate_per_second: 10_000,
+        burst: 10_000,
+        stream_max_rows: 5_000,
+        keys: vec![isir::config::ApiKey {
+            name: "bulk".into(),
+            sha256: hash("k-stream"),
+            scopes: vec!["stream".into()],
+        }],
+        ..Default::default()
+    };
+    let (base, _stop) =
+        common::serve_api(isir::read::ReadState::new(app.store.clone(), opts)).await;
+    let http = reqwest::Client::new();
+
+    // The whole feed as NDJSON for a key with the `stream` scope: the simulator's own
+    // actions, in ID order.
+    let (s, h, body) = text(
+        &http,
+        &format!("{base}/v1/events?format=ndjson&stream=all"),
+        Some("k-stream"),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    assert!(
+        h["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/x-ndjson")
+    );
+    assert!(h.contains_key("isir-watermark"));
+    let ids: Vec<i64> = body
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["action_id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    // Equal to the feed's pages, and only the register's actions, in ID order (the
+    // timeline leaves out the few actions without a case, as its own tests check).
+    let paged: Vec<i64> = walk(&http, &base, "/v1/events?limit=1000", "events")
+        .await
+        .iter()
+        .map(|e| e["action_id"].as_i64().unwrap())
+        .collect();
+    assert!(ids.len() > 5_000, "more rows than the cap: {}", ids.len());
+    assert!(
+        ids == paged,
+        "the stream is the feed's pages: {} vs {} rows",
+        ids.len(),
+        paged.len()
+    );
+    let truth: std::collections::BTreeSet<i64> = sim.truth_all().iter().map(|a| a.id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]) && ids.iter().all(|i| truth.contains(i)));
+    assert!(
+        ids.len() + 50 > truth.len(),
+        "{} of {}",
+        ids.len(),
+        truth.len()
+    );
+    // Without the scope, over the cap: refused before any row, saying why.
+    let (s, h, body) = text(
+        &http,
+        &format!("{base}/v1/events?format=ndjson&stream=all"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 403, "{body}");
+    assert_eq!(h["content-type"], "application/problem+json");
+    assert!(
+        body.contains("stream-scope") && body.contains("5000"),
+        "{body}"
+    );
+
+    // A filtered feed under the cap, anonymously, equals its pages; CSV with one header.
+    let court = common::texts(
+        &app.store,
+        "SELECT court FROM timeline WHERE court IS NOT NULL LIMIT 1",
+        &[],
+    )
+    .await
+    .remove(0);
+    let paged = walk(
+        &http,
+        &base,
+        &format!("/v1/events?court={court}&limit=333"),
+        "events",
+    )
+    .await;
+    let (s, _, body) = text(
+        &http,
+        &format!("{base}/v1/events?court={court}&format=csv&stream=all"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let mut r = csv::Reader::from_reader(body.as_bytes());
+    let hdr = r.headers().unwrap().clone();
+    let id_col = hdr.iter().position(|c| c == "action_id").unwrap();
+    let got: Vec<i64> = r
+        .records()
+        .map(|x| x.unwrap()[id_col].parse().unwrap())
+        .collect();
+    let want: Vec<i64> = paged
+        .iter()
+        .map(|e| e["action_id"].as_i64().unwrap())
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+
+    // Cases: every case, as the pages give them, whichever sort.
+    for sort in ["opened", "latest", "updated"] {
+        let paged = walk(
+            &http,
+            &base,
+            &format!("/v1/cases?sort={sort}&limit=457"),
+            "cases",
+        )
+        .await;
+        let (s, _, body) = text(
+            &http,
+            &format!("{base}/v1/cases?sort={sort}&format=ndjson&stream=all"),
+            Some("k-stream"),
+        )
+        .await;
+        assert_eq!(s, 200, "{body}");
+        let got: Vec<String> = body
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<Value>(l).unwrap()["case_number"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        let want: Vec<String> = paged
+            .iter()
+            .map(|c| c["case_number"].as_str().unwrap().to_string())
+            .collect();
+        assert!(want.len() > 1000, "{}", want.len());
+        assert_eq!(got, want, "sort={sort}");
+    }
+    // A name search, streamed.
+    let probe = "nov";
+    let paged = walk(
+        &http,
+        &base,
+        &format!("/v1/search?q={probe}&limit=17"),
+        "subjects",
+    )
+    .await;
+    let (s, _, body) = text(
+        &http,
+        &format!("{base}/v1/search?q={probe}&format=ndjson&stream=all"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body.lines().count(), paged.len());
+
+    // Bad streams.
+    for bad in [
+        "/v1/cases?stream=all",
+        "/v1/cases?stream=all&format=json",
+        "/v1/cases?stream=some&format=csv",
+        "/v1/cases?stream=all&format=csv&limit=5",
+        "/v1/events?stream=all&format=csv&published_from=2020-01-01",
+    ] {
+        let (s, _, body) = text(&http, &format!("{base}{bad}"), None).await;
+        assert_eq!(s, 400, "{bad}: {body}");
+    }
+
+    // Counts: exact, by parameter or by Prefer.
+    let court = common::texts(
+        &app.store,
+        "SELECT court_short FROM cases WHERE court_short IS NOT NULL LIMIT 1",
+        &[],
+    )
+    .await
+    .remove(0);
+    let want = walk(
+        &http,
+        &base,
+        &format!("/v1/cases?court={court}&limit=1000"),
+        "cases",
+    )
+    .await
+    .len();
+    let (s, h, _) = text(
+        &http,
+        &format!("{base}/v1/cases?court={court}&count=exact&limit=3"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(h["isir-count"], want.to_string().as_str());
+    assert_eq!(h["isir-count-kind"], "exact");
+    let r = http
+        .get(format!("{base}/v1/cases?court={court}&limit=3&format=csv"))
+        .header("Prefer", "count=exact")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["isir-count"], want.to_string().as_str());
+    assert_eq!(r.headers()["preference-applied"], "count=exact");
+    let (_, h, _) = text(
+        &http,
+        &format!("{base}/v1/cases?court={court}&count=estimated"),
+        None,
+    )
+    .await;
+    let est: i64 = h["isir-count"].to_str().unwrap().parse().unwrap();
+    match b {
+        Backend::Sqlite => {
+            assert_eq!(h["isir-count-kind"], "exact", "below the cap SQLite counts");
+            assert_eq!(est, want as i64);
+        }
+        Backend::Postgres => {
+            assert_eq!(h["isir-count-kind"], "estimated");
+            assert!(est > 0);
+        }
+    }
+    let (_, h, _) = text(
+        &http,
+        &format!("{base}/v1/search?q={probe}&count=exact"),
+        None,
+    )
+    .await;
+    assert_eq!(h["isir-count"], paged.len().to_string().as_str());
+    let (s, _, _) = text(&http, &format!("{base}/v1/cases?count=all"), None).await;
+    assert_eq!(s, 400);
+
+    // Weak ETags: a case's tag stays while the case does not change, though the
+    // watermark moves, and changes with it; If-None-Match lists; lists have tags too.
+    let (_, h, _) = text(&http, &format!("{base}/v1/events?limit=5&format=csv"), None).await;
+    let list_tag = h["etag"].to_str().unwrap().to_string();
+    assert!(list_tag.starts_with("W/\""), "{list_tag}");
+    let r = http
+        .get(format!("{base}/v1/events?limit=5&format=csv"))
+        .header("If-None-Match", format!("\"x\", {list_tag}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+    let latest = |store: isir::store::Store| async move {
+        common::texts(&store, "SELECT case_number || '|' || CAST(latest_action_id AS TEXT) FROM cases ORDER BY latest_action_id DESC LIMIT 60", &[])
+            .await
+            .iter()
+            .map(|r| {
+                let (c, id) = r.split_once('|').unwrap();
+                (c.to_string(), id.to_string())
+            })
+            .collect::<std::collections::BTreeMap<String, String>>()
+    };
+    let path = |c: &str| {
+        let (n, y) = c.trim_start_matches("INS ").split_once('/').unwrap();
+        format!("{base}/v1/cases/{y}/{n}")
+    };
+    let before = latest(app.store.clone()).await;
+    let mut tags = std::collections::BTreeMap::new();
+    let mut wm0 = String::new();
+    for c in before.keys() {
+        let (s, h, _) = text(&http, &path(c), None).await;
+        assert_eq!(s, 200);
+        let tag = h["etag"].to_str().unwrap().to_string();
+        assert!(tag.starts_with("W/\""), "{tag}");
+        tags.insert(c.clone(), tag);
+        wm0 = h["isir-watermark"].to_str().unwrap().to_string();
+    }
+    sim.publish(3_000);
+    app.poller().unwrap().poll_once().await;
+    for n in projection::NAMES {
+        projection::catch_up(&app.store, n, 5000).await.unwrap();
+    }
+    let (mut same, mut changed) = (0, 0);
+    for (c, tag) in &tags {
+        let now = common::texts(
+            &app.store,
+            "SELECT CAST(latest_action_id AS TEXT) FROM cases WHERE case_number = $1",
+            &[c.as_str().into()],
+        )
+        .await
+        .remove(0);
+        let (_, h, _) = text(&http, &path(c), None).await;
+        assert_ne!(
+            h["isir-watermark"].to_str().unwrap(),
+            wm0,
+            "the watermark moved"
+        );
+        if now == before[c] {
+            same += 1;
+            assert_eq!(
+                h["etag"].to_str().unwrap(),
+                tag,
+                "{c} did not change: its tag stays"
+            );
+            let r = http
+                .get(path(c))
+                .header("If-None-Match", format!("W/\"nope\", {tag}"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 304);
+        } else {
+            changed += 1;
+            assert_ne!(h["etag"].to_str().unwrap(), tag, "{c} changed: a new tag");
+        }
+    }
+    assert!(
+        same > 0 && changed > 0,
+        "{same} unchanged, {changed} changed"
+    );
+}
+
+#[tokio::test]
+async fn whole_results_counts_and_etags_sqlite() {
+    streams(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn whole_results_counts_and_etags_postgres() {
+    streams(Backend::Postgres).await;
+}
