@@ -57,6 +57,22 @@ fn errors_name_the_key() {
         Ok(())
     });
     figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "isir.toml",
+            "[api]\ntrusted_proxies = [\"10.0.0.0/8\", \"proxy.local\"]\nstatement_timeout_ms = 0\nstream_max_rows = 0\n\n[projection]\nanalyze_every_secs = 0\n",
+        )?;
+        let e = Settings::load(None).unwrap_err().to_string();
+        for key in [
+            "api.trusted_proxies",
+            "api.statement_timeout_ms",
+            "api.stream_max_rows",
+            "projection.analyze_every_secs",
+        ] {
+            assert!(e.contains(key), "{key}: {e}");
+        }
+        Ok(())
+    });
+    figment::Jail::expect_with(|jail| {
         jail.create_file("isir.toml", "[poll]\nperiod = 5\n")?;
         let e = Settings::load(None).unwrap_err().to_string();
         assert!(e.contains("period"), "unknown keys are refused: {e}");

@@ -423,3 +423,48 @@ async fn a_read_past_its_time_limit_is_stopped_sqlite() {
 async fn a_read_past_its_time_limit_is_stopped_postgres() {
     time_limit(Backend::Postgres).await;
 }
+
+/// Behind a trusted proxy the rate limit keys on `X-Forwarded-For`'s client; from an
+/// untrusted peer the header changes nothing.
+#[tokio::test]
+async fn the_rate_limit_keys_on_the_client_a_trusted_proxy_names() {
+    let (store, _db) = store(Backend::Sqlite).await;
+    for trusted in [true, false] {
+        let opts = isir::read::ReadOptions {
+            rate_per_second: 1,
+            burst: 2,
+            trusted_proxies: if trusted {
+                vec!["127.0.0.0/8".parse().unwrap()]
+            } else {
+                vec![]
+            },
+            ..Default::default()
+        };
+        let (base, _stop) =
+            common::serve_api(isir::read::ReadState::new(store.clone(), opts)).await;
+        let http = reqwest::Client::new();
+        let status = |xff: &'static str| {
+            let http = http.clone();
+            let url = format!("{base}/v1/stats");
+            async move {
+                http.get(url)
+                    .header("X-Forwarded-For", xff)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            }
+        };
+        // Client A spends its burst of two.
+        assert_ne!(status("203.0.113.5").await, 429);
+        assert_ne!(status("6.6.6.6, 203.0.113.5").await, 429);
+        assert_eq!(status("203.0.113.5").await, 429, "A is limited");
+        let b = status("203.0.113.6").await;
+        if trusted {
+            assert_ne!(b, 429, "B is another client");
+        } else {
+            assert_eq!(b, 429, "the header is not believed: one peer, one limit");
+        }
+    }
+}

@@ -251,6 +251,13 @@ impl Settings {
             "must be between 1 and 25000 (under the 30 s request timeout)",
         );
         check(
+            self.api.trusted_proxies.iter().all(|p| {
+                p.parse::<ipnet::IpNet>().is_ok() || p.parse::<std::net::IpAddr>().is_ok()
+            }),
+            "api.trusted_proxies",
+            "each an address (`127.0.0.1`, `::1`) or a network (`10.0.0.0/8`)",
+        );
+        check(
             self.api.stream_max_rows >= 1,
             "api.stream_max_rows",
             "must be above 0",

@@ -163,6 +163,11 @@ pub struct ApiSettings {
     /// Rows a whole-result stream (`?stream=all`) gives a caller without the `stream`
     /// scope; a larger result is refused with a 403 before its first row. 10000.
     pub stream_max_rows: i64,
+    /// Addresses or networks (`10.0.0.0/8`, `127.0.0.1`) of reverse proxies whose
+    /// `X-Forwarded-For` names the client: the rate limit of an anonymous request keys
+    /// on the nearest address in that header that is not itself a trusted proxy. From
+    /// any other peer the header is ignored. Empty: the peer is the client.
+    pub trusted_proxies: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -189,6 +194,7 @@ impl Default for ApiSettings {
             max_connections: 16,
             acquire_timeout_ms: 2_000,
             stream_max_rows: 10_000,
+            trusted_proxies: Vec::new(),
         }
     }
 }

@@ -36,7 +36,13 @@ pub struct GuardInner {
     keys: Vec<crate::config::ApiKey>,
     limiter: Limiter,
     admin_key_sha256: Option<String>,
+    trusted: Vec<ipnet::IpNet>,
+    /// Requests since the limiter was last pruned.
+    checks: std::sync::atomic::AtomicU64,
 }
+
+/// Requests between two prunings of the limiter's idle keys.
+pub const PRUNE_EVERY: u64 = 4096;
 
 impl Guard {
     pub fn new(opts: &ReadOptions, admin: &AdminOptions) -> Self {
@@ -44,8 +50,51 @@ impl Guard {
             keys: opts.keys.clone(),
             limiter: limiter(opts.rate_per_second, opts.burst),
             admin_key_sha256: admin.key_sha256.clone(),
+            trusted: opts.trusted_proxies.clone(),
+            checks: std::sync::atomic::AtomicU64::new(0),
         }))
     }
+
+    /// Keys the rate limiter holds state for.
+    pub fn tracked(&self) -> usize {
+        self.0.limiter.len()
+    }
+
+    /// Forgets the keys whose limit has fully recovered (their state is that of a new
+    /// key): the limiter's memory follows the active clients, not every address ever
+    /// seen. Runs every [`PRUNE_EVERY`] requests.
+    pub fn prune(&self) {
+        self.0.limiter.retain_recent();
+        self.0.limiter.shrink_to_fit();
+    }
+}
+
+/// The client of a request: the peer, or, when the peer is a trusted proxy, the
+/// nearest address of `X-Forwarded-For` (read from the right) that is not a trusted
+/// proxy itself. A header from any other peer is ignored: it is the client's to forge.
+pub fn client(peer: std::net::IpAddr, xff: &[&str], trusted: &[ipnet::IpNet]) -> std::net::IpAddr {
+    let is_trusted = |ip: &std::net::IpAddr| trusted.iter().any(|n| n.contains(ip));
+    if !is_trusted(&peer) {
+        return peer;
+    }
+    let mut hops: Vec<std::net::IpAddr> = Vec::new();
+    for h in xff {
+        for a in h.split(',') {
+            match a.trim().parse::<std::net::IpAddr>() {
+                Ok(ip) => hops.push(ip),
+                // A hop we cannot read ends what we can believe.
+                Err(_) => hops.clear(),
+            }
+        }
+    }
+    let mut client = peer;
+    for ip in hops.into_iter().rev() {
+        client = ip;
+        if !is_trusted(&ip) {
+            break;
+        }
+    }
+    client
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -177,12 +226,27 @@ async fn admit(state: &Guard, mut req: Request, next: Next) -> Response {
     // one: guessing keys is rate-limited too.
     let who = match &caller.key {
         Some(name) => format!("key:{name}"),
-        None => req
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| format!("ip:{}", c.0.ip()))
-            .unwrap_or_else(|| "ip:unknown".into()),
+        None => match req.extensions().get::<ConnectInfo<SocketAddr>>() {
+            Some(c) => {
+                let xff: Vec<&str> = req
+                    .headers()
+                    .get_all("x-forwarded-for")
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .collect();
+                format!("ip:{}", client(c.0.ip(), &xff, &state.0.trusted))
+            }
+            None => "ip:unknown".into(),
+        },
     };
+    if state
+        .0
+        .checks
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        .is_multiple_of(PRUNE_EVERY)
+    {
+        state.prune();
+    }
     if let Err(not_until) = state.0.limiter.check_key(&who) {
         let wait = not_until.wait_time_from(DefaultClock::default().now());
         let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
@@ -285,4 +349,71 @@ pub async fn headers(req: Request, next: Next) -> Response {
         );
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nets(s: &[&str]) -> Vec<ipnet::IpNet> {
+        s.iter().map(|n| n.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn the_client_behind_trusted_proxies() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let trusted = nets(&["10.0.0.0/8", "127.0.0.1/32"]);
+        // An untrusted peer: its header is its own to forge.
+        assert_eq!(
+            client(ip("198.51.100.7"), &["203.0.113.5"], &trusted),
+            ip("198.51.100.7")
+        );
+        // A trusted proxy: the nearest untrusted hop, read from the right.
+        assert_eq!(
+            client(ip("127.0.0.1"), &["203.0.113.5"], &trusted),
+            ip("203.0.113.5")
+        );
+        assert_eq!(
+            client(
+                ip("10.1.1.1"),
+                &["6.6.6.6, 203.0.113.5, 10.2.2.2"],
+                &trusted
+            ),
+            ip("203.0.113.5"),
+            "a forged left part is not believed"
+        );
+        assert_eq!(
+            client(ip("10.1.1.1"), &["6.6.6.6", "203.0.113.5"], &trusted),
+            ip("203.0.113.5"),
+            "several headers are one list"
+        );
+        // No header, or nothing readable: the proxy itself.
+        assert_eq!(client(ip("10.1.1.1"), &[], &trusted), ip("10.1.1.1"));
+        assert_eq!(client(ip("10.1.1.1"), &["junk"], &trusted), ip("10.1.1.1"));
+        assert_eq!(client(ip("10.1.1.1"), &["::1"], &nets(&[])), ip("10.1.1.1"));
+        assert_eq!(
+            client(ip("::1"), &["2001:db8::5"], &nets(&["::1/128"])),
+            ip("2001:db8::5")
+        );
+    }
+
+    #[test]
+    fn idle_keys_are_pruned() {
+        let opts = ReadOptions {
+            rate_per_second: 1000,
+            burst: 1,
+            ..Default::default()
+        };
+        let g = Guard::new(&opts, &AdminOptions::default());
+        for i in 0..500 {
+            let _ = g.0.limiter.check_key(&format!("ip:{i}"));
+        }
+        assert_eq!(g.tracked(), 500);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        g.prune();
+        assert_eq!(g.tracked(), 0, "recovered keys are forgotten");
+        let _ = g.0.limiter.check_key(&"ip:busy".to_string());
+        g.prune();
+        assert_eq!(g.tracked(), 1, "a key still limited is kept");
+    }
 }

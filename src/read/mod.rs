@@ -46,6 +46,8 @@ pub struct ReadOptions {
     pub acquire_timeout: Duration,
     /// Rows of a whole-result stream without the `stream` scope.
     pub stream_max_rows: i64,
+    /// Reverse proxies whose `X-Forwarded-For` is believed (`api.trusted_proxies`).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 impl Default for ReadOptions {
@@ -74,6 +76,15 @@ impl ReadOptions {
             max_connections: a.max_connections,
             acquire_timeout: Duration::from_millis(a.acquire_timeout_ms),
             stream_max_rows: a.stream_max_rows,
+            trusted_proxies: a
+                .trusted_proxies
+                .iter()
+                .filter_map(|p| {
+                    p.parse::<ipnet::IpNet>()
+                        .ok()
+                        .or_else(|| p.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from))
+                })
+                .collect(),
         }
     }
 }
