@@ -150,9 +150,12 @@ pub(crate) fn respond_list(
 }
 
 /// `ISIR-Watermark` and `ISIR-Lag-Seconds`, on every `/v1` answer.
-fn watermark_headers(hs: &mut axum::http::HeaderMap, wm: &Watermark) {
+pub(crate) fn watermark_headers(hs: &mut axum::http::HeaderMap, wm: &Watermark) {
     hs.insert("ISIR-Watermark", HeaderValue::from(wm.action_id));
     hs.insert("ISIR-Lag-Seconds", HeaderValue::from(wm.lag_seconds));
+    if let Some(s) = wm.standby_lag_seconds {
+        hs.insert("ISIR-Standby-Lag-Seconds", HeaderValue::from(s));
+    }
 }
 
 /// A JSON answer to a request that is not cached (a `POST`): the watermark headers, no

@@ -9,7 +9,7 @@
 //! the answer, so a client sees a broken transfer, not a short file. Never writes.
 
 use axum::body::Body;
-use axum::http::{HeaderValue, header};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
@@ -167,8 +167,6 @@ pub(crate) async fn respond(
         _ => "application/x-ndjson",
     };
     let mut resp = ([(header::CONTENT_TYPE, ctype)], body).into_response();
-    let hs = resp.headers_mut();
-    hs.insert("ISIR-Watermark", HeaderValue::from(wm.action_id));
-    hs.insert("ISIR-Lag-Seconds", HeaderValue::from(wm.lag_seconds));
+    super::format::watermark_headers(resp.headers_mut(), wm);
     Ok(resp)
 }

@@ -22,6 +22,11 @@ pub struct Watermark {
     /// Seconds since the slowest builder last moved, when it is behind; 0 when caught up.
     pub lag_seconds: i64,
     pub phase: String,
+    /// On a PostgreSQL hot standby: seconds its replay is behind the primary (0 while
+    /// it has replayed all it received; the time since the last replayed transaction
+    /// otherwise). Absent on a primary and on SQLite.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub standby_lag_seconds: Option<i64>,
 }
 
 /// The watermark, the phase and whether every builder has a cursor, in one query.
@@ -48,6 +53,20 @@ pub async fn meta(tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
         num(4).unwrap_or(-1),
     );
     let built = num(1).unwrap_or(0) >= crate::projection::NAMES.len() as i64;
+    let standby_lag_seconds = if tx.is_postgres() {
+        tx.texts(
+            "SELECT CASE WHEN NOT pg_is_in_recovery() THEN '' \
+             WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN '0' \
+             ELSE COALESCE(CAST(CAST(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) AS BIGINT) AS TEXT), '0') END",
+            &[],
+        )
+        .await?
+        .pop()
+        .and_then(|v| v.parse::<i64>().ok())
+        .map(|v| v.max(0))
+    } else {
+        None
+    };
     let lag_ids = (checkpoint - cursor).max(0);
     let lag_seconds = if lag_ids == 0 {
         0
@@ -61,6 +80,7 @@ pub async fn meta(tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
             lag_ids,
             lag_seconds,
             phase: f.first().unwrap_or(&"off").to_string(),
+            standby_lag_seconds,
         },
         built,
     ))

@@ -49,6 +49,18 @@ pub struct TestDb {
     _dir: Option<tempfile::TempDir>,
 }
 
+impl TestDb {
+    /// A PostgreSQL database the test made itself (another cluster).
+    #[allow(dead_code)]
+    pub fn at(url: &str) -> TestDb {
+        TestDb {
+            url: url.to_string(),
+            backend: Backend::Postgres,
+            _dir: None,
+        }
+    }
+}
+
 pub async fn fresh_db(backend: Backend) -> TestDb {
     match backend {
         Backend::Sqlite => {
