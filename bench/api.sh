@@ -19,30 +19,14 @@ VENV="${XDG_CACHE_HOME:-$HOME/.cache}/isir/datasette"
 cargo build --release -q
 BIN=target/release/isir
 export ISIR_DATABASE__URL="sqlite://$DB" ISIR_LOG=warn
-if [ ! -f "$DB.replica" ]; then
-    rm -f "$DB" "$DB-wal" "$DB-shm" "$DB.done"
-    mkdir -p bench/data
-    ISIR_FIXTURE_DB="sqlite://$DB" ISIR_FIXTURE_CASES="$CASES" cargo bench -q --bench api_fixture
-    touch "$DB.replica"
-fi
-if [ ! -f "$DB.done" ]; then
-    # The rebuild path (bulk, case-ordered) is the fast way to build from a full replica.
-    for b in cases parties timeline; do
-        S=$(date +%s)
-        $BIN project rebuild "$b" >/dev/null
-        echo "fixture: $b built in $(( $(date +%s) - S )) s"
-    done
-    $BIN phase set serve --force >/dev/null
-    sqlite3 "$DB" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
-    touch "$DB.done"
-fi
+source bench/lib.sh
+api_fixture "$CASES" "$DB"
 N_CASES=$(sqlite3 "$DB" "SELECT COUNT(*) FROM cases")
 echo "projection: $N_CASES cases, $(sqlite3 "$DB" "SELECT COUNT(*) FROM parties") parties, $(sqlite3 "$DB" "SELECT COUNT(*) FROM timeline") events"
 
 WORK="$(mktemp -d)"
 PIDS=()
 trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
-source bench/lib.sh
 # 2000 random cases and 2000 random debtor IČOs, the same for both servers.
 pick_lookups "$DB" "$WORK"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

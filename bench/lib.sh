@@ -52,3 +52,27 @@ pick_lookups() {
     sqlite3 "$1" "SELECT year || '/' || number || '|' || replace(case_number, ' ', '%20') FROM cases WHERE year <= 2100 ORDER BY random() LIMIT 2000" >"$2/cases"
     sqlite3 "$1" "SELECT DISTINCT ico FROM parties WHERE ico IS NOT NULL AND role = 'DLUŽNÍK' ORDER BY random() LIMIT 2000" >"$2/icos"
 }
+
+# The API fixture of `$1` cases in the SQLite file `$2`: the simulator's replica stored
+# straight (`benches/api_fixture.rs`), projections by the rebuild path, phase serve.
+# Built once, kept (delete `$2*` to rebuild). Needs BIN.
+api_fixture() {
+    local cases="$1" db="$2"
+    if [ ! -f "$db.replica" ]; then
+        rm -f "$db" "$db-wal" "$db-shm" "$db.done"
+        mkdir -p "$(dirname "$db")"
+        ISIR_FIXTURE_DB="sqlite://$db" ISIR_FIXTURE_CASES="$cases" cargo bench -q --bench api_fixture
+        touch "$db.replica"
+    fi
+    if [ ! -f "$db.done" ]; then
+        # The rebuild path (bulk, case-ordered) is the fast way to build from a full replica.
+        for b in cases parties timeline; do
+            local s; s=$(date +%s)
+            ISIR_DATABASE__URL="sqlite://$db" ISIR_LOG=warn $BIN project rebuild "$b" >/dev/null
+            echo "fixture: $b built in $(( $(date +%s) - s )) s"
+        done
+        ISIR_DATABASE__URL="sqlite://$db" ISIR_LOG=warn $BIN phase set serve --force >/dev/null
+        sqlite3 "$db" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
+        touch "$db.done"
+    fi
+}

@@ -143,15 +143,19 @@ pub enum V1Errors {
     /// An unknown API key
     #[response(status = 401, content_type = "application/problem+json")]
     UnknownKey(Problem),
-    /// A search or filter on a personal field (birth number) without the `pii` scope
+    /// A search or filter on a personal field (birth number, birth year) without the
+    /// `pii` scope, or a whole-result stream over `api.stream_max_rows` without the
+    /// `stream` scope
     #[response(status = 403, content_type = "application/problem+json")]
     Forbidden(Problem),
     /// Rate limited
     #[response(status = 429, content_type = "application/problem+json",
         headers(("Retry-After" = u64, description = "Seconds to wait")))]
     RateLimited(Problem),
-    /// The read API is off (phase before `serve`)
-    #[response(status = 503, content_type = "application/problem+json")]
+    /// The read API is off (phase before `serve`), or a statement ran past the time
+    /// limit, or every read connection was busy (these two with `Retry-After`)
+    #[response(status = 503, content_type = "application/problem+json",
+        headers(("Retry-After" = u64, description = "Seconds to wait, when the condition will pass")))]
     Off(Problem),
     /// The projection could not be read
     #[response(status = 500, content_type = "application/problem+json")]

@@ -11,6 +11,9 @@ use super::Problem;
 use crate::projection::fold::{exact_key, search_words};
 use crate::projection::sql::{Tx, Val};
 
+/// Characters a search text takes at most (the parameter's `maxLength`).
+pub const MAX_TEXT: usize = 200;
+
 /// Words a search takes at most.
 pub const MAX_WORDS: usize = 8;
 
@@ -66,6 +69,11 @@ impl Search {
     /// The words of `text`, refused with a 400 that says why when there is nothing to
     /// search or too much.
     pub fn words(text: &str) -> Result<Vec<String>, Problem> {
+        if text.chars().count() > MAX_TEXT {
+            return Err(Problem::bad(format!(
+                "q is longer than {MAX_TEXT} characters"
+            )));
+        }
         let words = search_words(text);
         if words.is_empty() {
             return Err(Problem::bad(format!(
@@ -216,10 +224,12 @@ mod tests {
     #[test]
     fn words_are_refused_with_reasons() {
         assert!(
-            Search::words("s.r.o.").is_ok(),
-            "a name of legal-form letters only"
+            Search::words("s.r.o.").is_err(),
+            "a legal form alone is nothing to search"
         );
         assert!(Search::words("  ").is_err());
+        assert!(Search::words(&"0".repeat(201)).is_err());
+        assert!(Search::words(&format!("{} x", "0".repeat(198))).is_ok());
         assert!(Search::words("a b").is_err());
         assert!(Search::words("a b c d e f g h i").is_err());
         assert_eq!(Search::words("Nov J").unwrap(), ["nov", "j"]);

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Reads at production scale (#20): the API's lookups, name search, filtered lists and
+# events feed on the same fixture, on SQLite and on PostgreSQL, side by side in one run:
+#   - `isir serve` on SQLite and on PostgreSQL (wrk, loopback),
+#   - pgbench running each query's own statement, prepared (the PostgreSQL floor),
+#   - Datasette on the same SQLite tables for the filtered lists,
+#   - two `isir serve` processes on PostgreSQL at once (does throughput grow?).
+#   bench/lists.sh [CASES]   (default 200000; the fixture is bench/api.sh's)
+# Needs wrk, sqlite3, pgbench and a PostgreSQL server (ISIR_BENCH_PG, default
+# postgres://postgres@127.0.0.1:5432): it makes the database isir_bench_CASES there
+# once (snapshot of the SQLite fixture restored, projections rebuilt) and keeps it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CASES="${1:-200000}"
+DUR="${DUR:-10}"
+CONN="${CONN:-32}"
+DB="bench/data/api-$CASES.db"
+PG="${ISIR_BENCH_PG:-postgres://postgres@127.0.0.1:5432}"
+PGDB="isir_bench_$CASES"
+for t in wrk sqlite3 pgbench psql; do
+    command -v "$t" >/dev/null || { echo "bench/lists.sh needs $t" >&2; exit 2; }
+done
+psql "$PG/postgres" -Atqc "SELECT 1" >/dev/null || { echo "no PostgreSQL at $PG (ISIR_BENCH_PG)" >&2; exit 2; }
+VENV="${XDG_CACHE_HOME:-$HOME/.cache}/isir/datasette"
+[ -x "$VENV/bin/datasette" ] || { python3 -m venv "$VENV"; "$VENV/bin/pip" install -q datasette; }
+cargo build --release -q
+BIN=target/release/isir
+source bench/lib.sh
+api_fixture "$CASES" "$DB"
+
+# The PostgreSQL copy: the SQLite replica through a snapshot, projections rebuilt.
+if [ "$(psql "$PG/postgres" -Atqc "SELECT COUNT(*) FROM pg_database WHERE datname = '$PGDB'")" = 0 ] \
+    || [ "$(psql "$PG/$PGDB" -Atqc "SELECT value FROM settings WHERE key = 'phase'" 2>/dev/null)" != serve ]; then
+    psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $PGDB" -c "CREATE DATABASE $PGDB"
+    SNAP="$(mktemp -d)/snap"
+    S=$(date +%s)
+    ISIR_DATABASE__URL="sqlite://$DB" ISIR_LOG=warn $BIN snapshot create --out "$SNAP" >/dev/null
+    ISIR_DATABASE__URL="$PG/$PGDB" ISIR_LOG=warn $BIN migrate >/dev/null
+    ISIR_DATABASE__URL="$PG/$PGDB" ISIR_LOG=warn $BIN snapshot restore --no-project "$SNAP" >/dev/null
+    for b in cases parties timeline; do
+        ISIR_DATABASE__URL="$PG/$PGDB" ISIR_LOG=warn $BIN project rebuild "$b" >/dev/null
+    done
+    ISIR_DATABASE__URL="$PG/$PGDB" ISIR_LOG=warn $BIN phase set serve --force >/dev/null
+    rm -rf "$(dirname "$SNAP")"
+    echo "postgres copy built in $(( $(date +%s) - S )) s"
+fi
+# Older fixtures get this release's list indexes and name index (`ensure` adds them).
+for url in "sqlite://$DB" "$PG/$PGDB"; do
+    ISIR_DATABASE__URL="$url" ISIR_LOG=warn $BIN project catch-up >/dev/null
+done
+echo "fixture: $(sqlite3 "$DB" "SELECT COUNT(*) FROM cases") cases, $(sqlite3 "$DB" "SELECT COUNT(*) FROM parties") parties, $(sqlite3 "$DB" "SELECT COUNT(*) FROM timeline") events"
+
+WORK="$(mktemp -d)"
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$WORK"' EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# The same random values for every server: cases, debtor IČOs, names (a surname's
+# first four letters and a given name's first two: what people type), court + state
+# pairs, court + a year of openings, dates, feed positions.
+pick_lookups "$DB" "$WORK"
+cut -d'|' -f1 "$WORK/cases" >"$WORK/case_paths"
+cut -d'|' -f2 "$WORK/cases" | sed 's/%20/ /' >"$WORK/case_numbers"
+sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || '%20' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" >"$WORK/names"
+sqlite3 "$DB" "SELECT court_short || '|' || replace(state, ' ', '%20') || '|' || state FROM cases WHERE court_short IS NOT NULL AND state IS NOT NULL GROUP BY court_short, state ORDER BY random() LIMIT 500" >"$WORK/court_state"
+sqlite3 "$DB" "SELECT court_short || '|' || substr(opened, 1, 4) FROM cases WHERE court_short IS NOT NULL GROUP BY court_short, substr(opened, 1, 4) ORDER BY random() LIMIT 500" >"$WORK/court_year"
+sqlite3 "$DB" "SELECT substr(latest_published, 1, 10) FROM cases ORDER BY random() LIMIT 500" >"$WORK/dates"
+sqlite3 "$DB" "SELECT action_id FROM timeline ORDER BY random() LIMIT 2000" >"$WORK/afters"
+awk -F'|' '{print $1 "\t" $2}' "$WORK/court_state" >"$WORK/cs_tab"
+CV="cases_v$(sqlite3 "$DB" "SELECT version FROM proj_meta WHERE name = 'cases'")"
+NAME="$(basename "$DB" .db)"
+
+# wrk scripts: `$1` values file, `$2` path template with `%s` for a value, or with
+# `{1}`, `{2}` for the `|`-separated fields of a value.
+lua() {
+    cat >"$WORK/$3.lua" <<LUA
+local vals = {}
+for line in io.lines("$1") do vals[#vals + 1] = line end
+local i = 0
+request = function()
+  i = i % #vals + 1
+  local v = vals[i]
+  local f = {}
+  for x in string.gmatch(v, "([^|]*)") do f[#f + 1] = x end
+  local p = "$2"
+  p = p:gsub("{1}", f[1] or ""):gsub("{2}", f[2] or "")
+  p = p:gsub("%%s", v)
+  return wrk.format("GET", p)
+end
+$(wrk_done "%.0f")
+LUA
+}
+lua "$WORK/case_paths" "/v1/cases/%s" case
+lua "$WORK/icos" "/v1/subjects?ico=%s" ico
+lua "$WORK/names" "/v1/search?q=%s&limit=50" name
+lua "$WORK/court_state" "/v1/cases?court={1}&state={2}&limit=50" court_state
+lua "$WORK/court_year" "/v1/cases?court={1}&opened_from={2}-01-01&opened_to={2}-12-31&limit=50" court_opened
+lua "$WORK/dates" "/v1/cases?sort=updated&updated_since=%s&limit=50" updated
+lua "$WORK/afters" "/v1/events?after=%s&limit=50" events
+lua "$WORK/court_state" "/$NAME/$CV.json?court_short={1}&state={2}&_sort=opened&_size=50&_shape=array" ds_court_state
+lua "$WORK/court_year" "/$NAME/$CV.json?court_short={1}&opened__gte={2}-01-01&opened__lte={2}-12-31&_sort=opened&_size=50&_shape=array" ds_court_opened
+lua "$WORK/dates" "/$NAME/$CV.json?latest_published__gte=%s&_sort_desc=latest_published&_size=50&_shape=array" ds_updated
+
+run_wrk() { # $1 label, $2 port, $3 lua, [$4 connections]
+    local out
+    out=$(wrk -t2 -c"${4:-$CONN}" -d"${DUR}s" --latency -s "$WORK/$3.lua" "http://127.0.0.1:$2" | grep RESULT)
+    read -r _ reqs rps p50 p99 errs <<<"$out"
+    printf "%-36s %8s req/s  p50 %7s ms  p99 %7s ms  errors %s\n" "$1" "$rps" "$p50" "$p99" "$errs"
+    echo "$rps" >"$WORK/$3.$2.rps"
+}
+serve() { # $1 database URL; prints the port
+    local p; p=$(free_port)
+    ISIR_DATABASE__URL="$1" ISIR_LOG=warn ISIR_API__BIND="127.0.0.1:$p" ISIR_API__RATE_PER_SECOND=100000000 \
+        ISIR_API__BURST=100000000 ISIR_API__MAX_CONNECTIONS=16 $BIN serve >"$WORK/serve.$p.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 300); do curl -fs "http://127.0.0.1:$p/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+    echo "$p"
+}
+QUERIES="case ico name court_state court_opened updated events"
+echo "wrk: 2 threads, $CONN connections, $DUR s each, loopback; server, wrk and the database share this machine's $(nproc) cores"
+
+echo "== isir serve on SQLite"
+PS=$(serve "sqlite://$DB")
+for q in $QUERIES; do run_wrk "sqlite $q" "$PS" "$q"; done
+kill "${PIDS[-1]}"; unset 'PIDS[-1]'
+
+echo "== Datasette on the same SQLite tables"
+PD=$(free_port)
+"$VENV/bin/datasette" serve -i "$DB" --port "$PD" --setting sql_time_limit_ms 5000 >"$WORK/ds.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 300); do curl -fs "http://127.0.0.1:$PD/-/versions.json" >/dev/null 2>&1 && break; sleep 0.2; done
+for q in court_state court_opened updated; do run_wrk "datasette $q" "$PD" "ds_$q"; done
+kill "${PIDS[-1]}"; unset 'PIDS[-1]'
+
+echo "== isir serve on PostgreSQL"
+PP=$(serve "$PG/$PGDB")
+for q in $QUERIES; do run_wrk "postgres $q" "$PP" "$q"; done
+
+echo "== pgbench: each query's statement, prepared, $CONN clients, 2 threads"
+# The values, in tables pgbench picks from by a random index (the lookup of the value is
+# part of the floor's cost, and small).
+psql "$PG/$PGDB" -q <<SQL
+DROP TABLE IF EXISTS bench_v;
+CREATE TABLE bench_v (kind TEXT, i INT, a TEXT, b TEXT, PRIMARY KEY (kind, i));
+SQL
+load() { # $1 kind, $2 file (fields separated by |)
+    awk -F'|' -v k="$1" '{ printf "%s\t%d\t%s\t%s\n", k, NR, $1, ($3 != "" ? $3 : $2) }' "$2" \
+        | psql "$PG/$PGDB" -qc "COPY bench_v FROM STDIN"
+}
+load case "$WORK/case_numbers"; load ico "$WORK/icos"; load court_state "$WORK/court_state"
+load court_year "$WORK/court_year"; load date "$WORK/dates"; load after "$WORK/afters"
+sed 's/%20/ /' "$WORK/names" >"$WORK/names_plain"; load name "$WORK/names_plain"
+n() { wc -l <"$1"; }
+V="(SELECT a FROM bench_v WHERE kind = '%s' AND i = :i)"
+W="(SELECT b FROM bench_v WHERE kind = '%s' AND i = :i)"
+pgq() { # $1 label, $2 values count, $3 SQL
+    printf '\\set i random(1, %s)\n%s;\n' "$2" "$3" >"$WORK/pg.sql"
+    local out
+    out=$(pgbench -n -M prepared -c "$CONN" -j 2 -T "$DUR" -f "$WORK/pg.sql" "$PG/$PGDB" 2>&1)
+    local tps; tps=$(grep -o 'tps = [0-9.]*' <<<"$out" | head -1 | cut -d' ' -f3)
+    local lat; lat=$(grep -o 'latency average = [0-9.]* ms' <<<"$out" | cut -d' ' -f4)
+    printf "%-36s %8.0f tps  (average latency %s ms)\n" "pgbench $1" "$tps" "$lat"
+}
+pgq case "$(n "$WORK/case_numbers")" "SELECT doc FROM cases WHERE case_number = $(printf "$V" case)"
+pgq ico "$(n "$WORK/icos")" "SELECT doc FROM parties WHERE ico = $(printf "$V" ico) ORDER BY case_number, court, person_id LIMIT 51"
+pgq name "$(n "$WORK/names")" "SELECT p.doc FROM names n JOIN parties p ON p.case_number = n.case_number AND p.court = n.court AND p.person_id = n.person_id JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ to_tsquery('simple', replace(lower($(printf "$V" name)), ' ', ':* & ') || ':*') ORDER BY c.latest_action_id DESC LIMIT 51"
+pgq court_state "$(n "$WORK/court_state")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_state) AND state = $(printf "$W" court_state) ORDER BY opened, case_number LIMIT 51"
+pgq court_opened "$(n "$WORK/court_year")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_year) AND opened >= $(printf "$W" court_year) || '-01-01' AND opened <= $(printf "$W" court_year) || '-12-31' ORDER BY opened, case_number LIMIT 51"
+pgq updated "$(n "$WORK/dates")" "SELECT doc FROM cases WHERE latest_published >= $(printf "$V" date) ORDER BY latest_published DESC, case_number DESC LIMIT 51"
+pgq events "$(n "$WORK/afters")" "SELECT action_id, case_number, type_code, published FROM timeline WHERE action_id > CAST($(printf "$V" after) AS BIGINT) ORDER BY action_id LIMIT 51"
+
+echo "== two isir serve processes on PostgreSQL at once (wrk per process: 1 thread, $((CONN / 2)) connections)"
+PP2=$(serve "$PG/$PGDB")
+for q in court_state events; do
+    wrk -t1 -c$((CONN / 2)) -d"${DUR}s" --latency -s "$WORK/$q.lua" "http://127.0.0.1:$PP" | grep RESULT >"$WORK/a" &
+    wrk -t1 -c$((CONN / 2)) -d"${DUR}s" --latency -s "$WORK/$q.lua" "http://127.0.0.1:$PP2" | grep RESULT >"$WORK/b"
+    wait
+    python3 - "$q" "$WORK/a" "$WORK/b" "$(cat "$WORK/$q.$PP.rps")" <<'PY'
+import sys
+q, a, b, one = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+ra = [float(x) for x in open(a).read().split()[1:5]]
+rb = [float(x) for x in open(b).read().split()[1:5]]
+tot = ra[1] + rb[1]
+print(f"two processes {q:<22} {tot:8.0f} req/s  (one process: {one:.0f}; x{tot / one:.2f}); p99 {max(ra[3], rb[3]):.2f} ms")
+PY
+done
