@@ -17,6 +17,8 @@ CONN="${CONN:-32}"
 DB="bench/data/api-$CASES.db"
 PG="${ISIR_BENCH_PG:-postgres://postgres@127.0.0.1:5432}"
 PGDB="isir_bench_$CASES"
+SUDO=""; if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+command -v wrk >/dev/null || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq wrk; }
 for t in wrk sqlite3 pgbench psql; do
     command -v "$t" >/dev/null || { echo "bench/lists.sh needs $t" >&2; exit 2; }
 done

@@ -140,7 +140,9 @@ pub struct SubjectParams {
     /// problem.
     #[param(value_type = Option<Vec<String>>, style = Form, explode)]
     rc: Option<Vec<String>>,
-    /// A name; case and diacritics are ignored (`novak` finds `Novák`).
+    /// A whole name (surname or company name); case and diacritics are ignored
+    /// (`novak` finds `Novák`). To search as people type (word order, prefixes, legal
+    /// forms ignored, ranked), use `/v1/search`.
     #[param(min_length = 1, max_length = 200)]
     name: Option<String>,
     #[param(minimum = 1)]
