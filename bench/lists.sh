@@ -31,7 +31,8 @@ source bench/lib.sh
 api_fixture "$CASES" "$DB"
 
 # The PostgreSQL copy: the SQLite replica through a snapshot, projections rebuilt.
-if [ "$(psql "$PG/postgres" -Atqc "SELECT COUNT(*) FROM pg_database WHERE datname = '$PGDB'")" = 0 ] \
+# (ONLY_SQLITE=1: SQLite and Datasette only.)
+if [ -z "${ONLY_SQLITE:-}" ] && [ "$(psql "$PG/postgres" -Atqc "SELECT COUNT(*) FROM pg_database WHERE datname = '$PGDB'")" = 0 ] \
     || [ "$(psql "$PG/$PGDB" -Atqc "SELECT value FROM settings WHERE key = 'phase'" 2>/dev/null)" != serve ]; then
     psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $PGDB" -c "CREATE DATABASE $PGDB"
     SNAP="$(mktemp -d)/snap"
@@ -47,7 +48,7 @@ if [ "$(psql "$PG/postgres" -Atqc "SELECT COUNT(*) FROM pg_database WHERE datnam
     echo "postgres copy built in $(( $(date +%s) - S )) s"
 fi
 # Older fixtures get this release's list indexes and name index (`ensure` adds them).
-for url in "sqlite://$DB" "$PG/$PGDB"; do
+for url in "sqlite://$DB" ${ONLY_SQLITE:+} $([ -z "${ONLY_SQLITE:-}" ] && echo "$PG/$PGDB"); do
     ISIR_DATABASE__URL="$url" ISIR_LOG=warn $BIN project catch-up >/dev/null
 done
 echo "fixture: $(sqlite3 "$DB" "SELECT COUNT(*) FROM cases") cases, $(sqlite3 "$DB" "SELECT COUNT(*) FROM parties") parties, $(sqlite3 "$DB" "SELECT COUNT(*) FROM timeline") events"
@@ -134,6 +135,7 @@ for _ in $(seq 300); do curl -fs "http://127.0.0.1:$PD/-/versions.json" >/dev/nu
 for q in court_state court_opened updated; do run_wrk "datasette $q" "$PD" "ds_$q"; done
 kill "${PIDS[-1]}"; unset 'PIDS[-1]'
 
+[ -n "${ONLY_SQLITE:-}" ] && exit 0
 echo "== isir serve on PostgreSQL"
 PP=$(serve "$PG/$PGDB")
 for q in $QUERIES; do run_wrk "postgres $q" "$PP" "$q"; done

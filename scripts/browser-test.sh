@@ -107,7 +107,19 @@ check("status: API state", s.ids.get("api-state"), "ready")
 r1 = Doc(open(f"{work}/search.html", encoding="utf-8").read())
 r2 = Doc(open(f"{work}/search2.html", encoding="utf-8").read())
 check("search: name shown with diacritics", name in r1.tables["results"]["text"], True)
-want = one("SELECT COUNT(*) FROM parties WHERE name_key = (SELECT name_key FROM parties WHERE json_extract(doc, '$.name') = ? LIMIT 1)", name)
+# The page's name search: every word of the query a prefix of a word of the person's
+# names (given name, surname or company name, trade name), case and diacritics ignored;
+# counted here with this script's own folding.
+import re, unicodedata
+def words(s):
+    f = "".join(c for c in unicodedata.normalize("NFD", s) if not unicodedata.combining(c)).lower()
+    return [w for w in re.split(r"[^0-9a-z]+", f) if w]
+qw = words(name)
+want = 0
+for row in sqlite3.connect(db).execute("SELECT json_extract(doc, '$.name'), json_extract(doc, '$.first_name'), json_extract(doc, '$.trade_name') FROM parties"):
+    ws = words(" ".join(x for x in row if x))
+    if all(any(w.startswith(x) for w in ws) for x in qw):
+        want += 1
 check("search: rows for the name", r1.tables["results"]["rows"] - 1, min(want, 100))
 check("search: folded query finds the same", r2.tables["results"]["rows"], r1.tables["results"]["rows"])
 
