@@ -64,7 +64,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 pick_lookups "$DB" "$WORK"
 cut -d'|' -f1 "$WORK/cases" >"$WORK/case_paths"
 cut -d'|' -f2 "$WORK/cases" | sed 's/%20/ /' >"$WORK/case_numbers"
-sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || '%20' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" >"$WORK/names"
+sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || '%20' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
+    | python3 -c 'import sys, urllib.parse; [print(urllib.parse.quote(l.rstrip("\n").replace("%20", " "))) for l in sys.stdin]' >"$WORK/names"
 sqlite3 "$DB" "SELECT court_short || '|' || replace(state, ' ', '%20') || '|' || state FROM cases WHERE court_short IS NOT NULL AND state IS NOT NULL GROUP BY court_short, state ORDER BY random() LIMIT 500" >"$WORK/court_state"
 sqlite3 "$DB" "SELECT court_short || '|' || substr(opened, 1, 4) FROM cases WHERE court_short IS NOT NULL GROUP BY court_short, substr(opened, 1, 4) ORDER BY random() LIMIT 500" >"$WORK/court_year"
 sqlite3 "$DB" "SELECT substr(latest_published, 1, 10) FROM cases ORDER BY random() LIMIT 500" >"$WORK/dates"
@@ -86,8 +87,9 @@ request = function()
   local f = {}
   for x in string.gmatch(v, "([^|]*)") do f[#f + 1] = x end
   local p = "$2"
-  p = p:gsub("{1}", f[1] or ""):gsub("{2}", f[2] or "")
-  p = p:gsub("%%s", v)
+  local esc = function(x) local r = (x or ""):gsub("%%", "%%%%"); return r end
+  p = p:gsub("{1}", esc(f[1])):gsub("{2}", esc(f[2]))
+  p = p:gsub("%%s", esc(v))
   return wrk.format("GET", p)
 end
 $(wrk_done "%.0f")
@@ -111,19 +113,19 @@ run_wrk() { # $1 label, $2 port, $3 lua, [$4 connections]
     printf "%-36s %8s req/s  p50 %7s ms  p99 %7s ms  errors %s\n" "$1" "$rps" "$p50" "$p99" "$errs"
     echo "$rps" >"$WORK/$3.$2.rps"
 }
-serve() { # $1 database URL; prints the port
+serve() { # $1 database URL; sets SERVE_PORT (not in a subshell: PIDS must keep the PID)
     local p; p=$(free_port)
     ISIR_DATABASE__URL="$1" ISIR_LOG=warn ISIR_API__BIND="127.0.0.1:$p" ISIR_API__RATE_PER_SECOND=100000000 \
         ISIR_API__BURST=100000000 ISIR_API__MAX_CONNECTIONS=16 $BIN serve >"$WORK/serve.$p.log" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 300); do curl -fs "http://127.0.0.1:$p/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
-    echo "$p"
+    SERVE_PORT="$p"
 }
 QUERIES="case ico name court_state court_opened updated events"
 echo "wrk: 2 threads, $CONN connections, $DUR s each, loopback; server, wrk and the database share this machine's $(nproc) cores"
 
 echo "== isir serve on SQLite"
-PS=$(serve "sqlite://$DB")
+serve "sqlite://$DB"; PS=$SERVE_PORT
 for q in $QUERIES; do run_wrk "sqlite $q" "$PS" "$q"; done
 kill "${PIDS[-1]}"; unset 'PIDS[-1]'
 
@@ -137,7 +139,7 @@ kill "${PIDS[-1]}"; unset 'PIDS[-1]'
 
 [ -n "${ONLY_SQLITE:-}" ] && exit 0
 echo "== isir serve on PostgreSQL"
-PP=$(serve "$PG/$PGDB")
+serve "$PG/$PGDB"; PP=$SERVE_PORT
 for q in $QUERIES; do run_wrk "postgres $q" "$PP" "$q"; done
 
 echo "== pgbench: each query's statement, prepared, $CONN clients, 2 threads"
@@ -174,7 +176,7 @@ pgq updated "$(n "$WORK/dates")" "SELECT doc FROM cases WHERE latest_published >
 pgq events "$(n "$WORK/afters")" "SELECT action_id, case_number, type_code, published FROM timeline WHERE action_id > CAST($(printf "$V" after) AS BIGINT) ORDER BY action_id LIMIT 51"
 
 echo "== two isir serve processes on PostgreSQL at once (wrk per process: 1 thread, $((CONN / 2)) connections)"
-PP2=$(serve "$PG/$PGDB")
+serve "$PG/$PGDB"; PP2=$SERVE_PORT
 for q in court_state events; do
     wrk -t1 -c$((CONN / 2)) -d"${DUR}s" --latency -s "$WORK/$q.lua" "http://127.0.0.1:$PP" | grep RESULT >"$WORK/a" &
     wrk -t1 -c$((CONN / 2)) -d"${DUR}s" --latency -s "$WORK/$q.lua" "http://127.0.0.1:$PP2" | grep RESULT >"$WORK/b"
