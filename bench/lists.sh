@@ -85,7 +85,7 @@ request = function()
   i = i % #vals + 1
   local v = vals[i]
   local f = {}
-  for x in string.gmatch(v, "([^|]*)") do f[#f + 1] = x end
+  for x in string.gmatch(v, "([^|]+)") do f[#f + 1] = x end
   local p = "$2"
   local esc = function(x) local r = (x or ""):gsub("%%", "%%%%"); return r end
   p = p:gsub("{1}", esc(f[1])):gsub("{2}", esc(f[2]))
