@@ -48,7 +48,7 @@ if [ -z "${ONLY_SQLITE:-}" ] && [ "$(psql "$PG/postgres" -Atqc "SELECT COUNT(*) 
     echo "postgres copy built in $(( $(date +%s) - S )) s"
 fi
 # Older fixtures get this release's list indexes and name index (`ensure` adds them).
-for url in "sqlite://$DB" ${ONLY_SQLITE:+} $([ -z "${ONLY_SQLITE:-}" ] && echo "$PG/$PGDB"); do
+for url in "sqlite://$DB" $([ -z "${ONLY_SQLITE:-}" ] && echo "$PG/$PGDB"); do
     ISIR_DATABASE__URL="$url" ISIR_LOG=warn $BIN project catch-up >/dev/null
 done
 echo "fixture: $(sqlite3 "$DB" "SELECT COUNT(*) FROM cases") cases, $(sqlite3 "$DB" "SELECT COUNT(*) FROM parties") parties, $(sqlite3 "$DB" "SELECT COUNT(*) FROM timeline") events"

@@ -158,17 +158,7 @@ impl stream::Pages for SearchPages {
     ) -> Result<Vec<String>, Problem> {
         let hits = search::search(tx, &self.s, self.after.as_ref(), n).await?;
         if let Some(l) = hits.last() {
-            let c = columns::cells(&l.doc, &["case_number", "court", "person_id"])
-                .map_err(Problem::internal)?;
-            self.after = Some(After {
-                tier: l.tier,
-                latest: l.latest,
-                key: [
-                    c[0].as_str().to_string(),
-                    c[1].as_str().to_string(),
-                    c[2].as_str().to_string(),
-                ],
-            });
+            self.after = Some(After::of(l)?);
         }
         Ok(hits.into_iter().map(|h| h.doc).collect())
     }

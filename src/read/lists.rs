@@ -222,12 +222,11 @@ pub fn case_list(q: &CaseQuery, at: &Source) -> Result<(String, Vec<Val>), Probl
     // by on a young table, and a wrong choice walks an index filtering a column.
     let from = match (at, &q.debtor) {
         (Source::Sqlite(v), None) => {
-            let set: Vec<&str> = cols.clone();
-            let index = match (sort, set.is_empty()) {
+            let index = match (sort, cols.is_empty()) {
                 (Sort::Opened, true) => format!("cases_v{v}_opened"),
                 (Sort::Latest, true) => format!("cases_v{v}_latest"),
                 (_, true) => format!("cases_v{v}_{}_all", sort.name()),
-                (_, false) => format!("cases_v{v}_{}_{}", sort.name(), set.join("_")),
+                (_, false) => format!("cases_v{v}_{}_{}", sort.name(), cols.join("_")),
             };
             format!("cases_v{v} INDEXED BY {index}")
         }

@@ -41,14 +41,32 @@ pub struct After {
 }
 
 impl After {
+    /// The position just after `hit`.
+    pub fn of(hit: &Hit) -> Result<After, Problem> {
+        let c = crate::projection::columns::cells(&hit.doc, &["case_number", "court", "person_id"])
+            .map_err(Problem::internal)?;
+        Ok(After {
+            tier: hit.tier,
+            latest: hit.latest,
+            key: [
+                c[0].as_str().to_string(),
+                c[1].as_str().to_string(),
+                c[2].as_str().to_string(),
+            ],
+        })
+    }
+
     /// The sealed cursor after `hit` (a person ID never leaves in a link).
     pub fn seal(p: &crate::privacy::Privacy, hit: &Hit) -> Result<String, Problem> {
-        let parts =
-            crate::projection::columns::cells(&hit.doc, &["case_number", "court", "person_id"])
-                .map_err(Problem::internal)?;
-        let mut v = vec![hit.tier.to_string(), hit.latest.to_string()];
-        v.extend(parts.iter().map(|c| c.as_str().to_string()));
-        Ok(p.seal(&v))
+        let a = After::of(hit)?;
+        let [case, court, person] = a.key;
+        Ok(p.seal(&[
+            a.tier.to_string(),
+            a.latest.to_string(),
+            case,
+            court,
+            person,
+        ]))
     }
 
     /// A cursor [`After::seal`] made, or a 400.
