@@ -32,8 +32,8 @@ api_fixture "$CASES" "$DB"
 
 # The PostgreSQL copy: the SQLite replica through a snapshot, projections rebuilt.
 # (ONLY_SQLITE=1: SQLite and Datasette only.)
-if [ -z "${ONLY_SQLITE:-}" ] && [ "$(psql "$PG/postgres" -Atqc "SELECT COUNT(*) FROM pg_database WHERE datname = '$PGDB'")" = 0 ] \
-    || [ "$(psql "$PG/$PGDB" -Atqc "SELECT value FROM settings WHERE key = 'phase'" 2>/dev/null)" != serve ]; then
+if [ -z "${ONLY_SQLITE:-}" ] && { [ "$(psql "$PG/postgres" -Atqc "SELECT COUNT(*) FROM pg_database WHERE datname = '$PGDB'")" = 0 ] \
+    || [ "$(psql "$PG/$PGDB" -Atqc "SELECT value FROM settings WHERE key = 'phase'" 2>/dev/null)" != serve ]; }; then
     psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $PGDB" -c "CREATE DATABASE $PGDB"
     SNAP="$(mktemp -d)/snap"
     S=$(date +%s)

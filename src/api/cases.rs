@@ -7,10 +7,9 @@
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde_json::Value;
 
-use super::format::{count_of, format_of, respond_list, respond_text, with_count};
-use super::pagination::{decode_cursor, docs, encode_cursor, limit, page, query_except, view};
+use super::format::{count_of, format_of, respond_docs, respond_list, respond_text, with_count};
+use super::pagination::{decode_cursor, encode_cursor, limit, page, query_except};
 use super::params::{CaseListParams, NoParams, PageParams, Params, court_param, date_param, only};
 use super::stream;
 use crate::projection::columns;
@@ -142,6 +141,15 @@ pub(crate) async fn case_events(
     ))
 }
 
+/// The field of a case document a sort orders by (the cursor's first part).
+fn sort_key(sort: Sort) -> &'static str {
+    match sort {
+        Sort::Opened => "opened",
+        Sort::Latest => "latest_action_id",
+        Sort::Updated => "latest_published",
+    }
+}
+
 /// The case list page after page (a whole-result stream).
 struct CasePages {
     q: CaseQuery,
@@ -156,12 +164,8 @@ impl stream::Pages for CasePages {
         let (sql, binds) = lists::case_list(&self.q, &self.at)?;
         let rows = tx.texts(&sql, &binds).await?;
         if let Some(l) = rows.last() {
-            let key = match self.sort {
-                Sort::Opened => "opened",
-                Sort::Latest => "latest_action_id",
-                Sort::Updated => "latest_published",
-            };
-            let c = columns::cells(l, &[key, "case_number"]).map_err(Problem::internal)?;
+            let c = columns::cells(l, &[sort_key(self.sort), "case_number"])
+                .map_err(Problem::internal)?;
             self.q.after = Some([c[0].as_str().to_string(), c[1].as_str().to_string()]);
         }
         Ok(rows)
@@ -232,9 +236,17 @@ pub(crate) async fn case_list(
         let v = decode_cursor(privacy, c, 2)?;
         cq.after = Some([v[0].clone(), v[1].clone()]);
     }
-    let (mut tx, wm) = watermark::open(&state).await?;
+    let streaming = stream::asked(&q, format)?;
+    let counting = count_of(&q, &headers)?;
+    // A page without a count is a few bounded statements (an index walk of at most
+    // `limit + 1` rows): on a SQLite file they run on a direct connection, on this thread.
+    let (mut tx, wm) = if streaming || counting.is_some() {
+        watermark::open(&state).await?
+    } else {
+        watermark::open_many(&state).await?
+    };
     let at = lists::source(&mut tx, "cases").await?;
-    if stream::asked(&q, format)? {
+    if streaming {
         let pages = CasePages { q: cq, at, sort };
         let caller = caller.as_ref().map(|c| &c.0);
         return stream::respond(
@@ -250,7 +262,7 @@ pub(crate) async fn case_list(
     }
     let (sql, binds) = lists::case_list(&cq, &at)?;
     let rows = tx.texts(&sql, &binds).await?;
-    let counted = match count_of(&q, &headers)? {
+    let counted = match counting {
         Some(kind) => {
             let whole = CaseQuery {
                 after: None,
@@ -262,41 +274,37 @@ pub(crate) async fn case_list(
         None => None,
     };
     tx.commit().await?;
-    let (docs, more) = page(docs(&rows)?, limit);
-    let next = more.then(|| {
-        let l = docs.last().cloned().unwrap_or_default();
-        let k0 = match &l[match sort {
-            Sort::Opened => "opened",
-            Sort::Latest => "latest_action_id",
-            Sort::Updated => "latest_published",
-        }] {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
-        let mut qs = query_except(&q, &["cursor", "limit"]);
-        qs.push(format!("limit={limit}"));
-        qs.push(format!(
-            "cursor={}",
-            url_escape(&encode_cursor(
-                privacy,
-                &[
-                    k0,
-                    l["case_number"].as_str().unwrap_or_default().to_string()
-                ]
-            ))
-        ));
-        format!("/v1/cases?{}", qs.join("&"))
-    });
+    let more = rows.len() as i64 > limit;
+    let mut rows = rows;
+    rows.truncate(limit as usize);
+    let next = match rows.last().filter(|_| more) {
+        None => None,
+        Some(l) => {
+            let c =
+                columns::cells(l, &[sort_key(sort), "case_number"]).map_err(Problem::internal)?;
+            let mut qs = query_except(&q, &["cursor", "limit"]);
+            qs.push(format!("limit={limit}"));
+            qs.push(format!(
+                "cursor={}",
+                url_escape(&encode_cursor(
+                    privacy,
+                    &[c[0].as_str().to_string(), c[1].as_str().to_string()]
+                ))
+            ));
+            Some(format!("/v1/cases?{}", qs.join("&")))
+        }
+    };
     Ok(with_count(
-        respond_list(
+        respond_docs(
             &wm,
             &headers,
             format,
             "cases",
-            view((!pii).then_some(privacy), docs),
+            rows,
+            (!pii).then_some(privacy),
             next,
             columns::CASE_COLUMNS,
-        ),
+        )?,
         counted,
     ))
 }

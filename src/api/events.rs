@@ -76,7 +76,14 @@ pub(crate) async fn events(
         }
         eq.case = Some(c.clone());
     }
-    let (mut tx, wm) = watermark::open(&state).await?;
+    let streaming = stream::asked(&q, format)?;
+    // A page is a few bounded statements (index walks of at most `limit + 1` rows each):
+    // on a SQLite file they run on a direct connection, on this thread.
+    let (mut tx, wm) = if streaming {
+        watermark::open(&state).await?
+    } else {
+        watermark::open_many(&state).await?
+    };
     if !icos.is_empty() {
         // The IČOs' cases first (an index lookup each), then their timelines.
         let sql = format!(
@@ -96,7 +103,7 @@ pub(crate) async fn events(
     }
     let at = lists::source(&mut tx, "timeline").await?;
     let cols = queries::event_json_sql(tx.is_postgres());
-    if stream::asked(&q, format)? {
+    if streaming {
         lists::events(&eq, &cols, &at)?; // refuses what it refuses before any row
         let pages = EventPages { q: eq, at, cols };
         let caller = caller.as_ref().map(|c| &c.0);

@@ -133,6 +133,18 @@ pub(crate) fn respond_list(
             )
         }
     };
+    respond_paged(wm, req, ctype, body, next)
+}
+
+/// A CSV or NDJSON page: its ETag (of the type and the body), `next` in a `Link`
+/// header, the watermark headers; a 304 when `If-None-Match` names the tag.
+fn respond_paged(
+    wm: &Watermark,
+    req: &HeaderMap,
+    ctype: &'static str,
+    body: String,
+    next: Option<String>,
+) -> Response {
     let etag = weak_etag(&[ctype.as_bytes(), body.as_bytes()]);
     let mut resp = if not_modified(req, &etag) {
         StatusCode::NOT_MODIFIED.into_response()
@@ -147,6 +159,83 @@ pub(crate) fn respond_list(
     }
     watermark_headers(hs, wm);
     resp
+}
+
+/// A list of stored JSON documents (a row's text each), as [`respond_list`] answers
+/// it, without parsing them for JSON and NDJSON: without the `pii` scope (`mask`) each
+/// document goes through the mask as text ([`crate::privacy::Privacy::mask_text`]),
+/// and the page is put together around the documents' own text (the keys in the
+/// order a map of `serde_json` gives them: the list, `next`, `watermark`). CSV cells
+/// need the fields, so a CSV page parses them.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn respond_docs(
+    wm: &Watermark,
+    req: &HeaderMap,
+    format: Format,
+    key: &str,
+    rows: Vec<String>,
+    mask: Option<&crate::privacy::Privacy>,
+    next: Option<String>,
+    columns: &[&str],
+) -> Result<Response, Problem> {
+    let rows = match mask {
+        None => rows,
+        Some(p) => rows
+            .iter()
+            .map(|r| p.mask_text(r))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Problem::internal)?,
+    };
+    match format {
+        Format::Csv => {
+            let items = super::pagination::docs(&rows)?;
+            Ok(respond_list(wm, req, format, key, items, next, columns))
+        }
+        Format::Ndjson => {
+            let mut out = String::with_capacity(rows.iter().map(|r| r.len() + 1).sum());
+            for r in &rows {
+                out.push_str(r);
+                out.push('\n');
+            }
+            Ok(respond_paged(wm, req, "application/x-ndjson", out, next))
+        }
+        Format::Json => {
+            let next = serde_json::to_string(&next).map_err(Problem::internal)?;
+            let key = serde_json::to_string(key).map_err(Problem::internal)?;
+            let mut body =
+                String::with_capacity(rows.iter().map(|r| r.len() + 1).sum::<usize>() + 256);
+            let list = |body: &mut String| {
+                body.push_str(&key);
+                body.push_str(":[");
+                for (i, r) in rows.iter().enumerate() {
+                    if i > 0 {
+                        body.push(',');
+                    }
+                    body.push_str(r);
+                }
+                body.push(']');
+            };
+            body.push('{');
+            if key.as_str() < "\"next\"" {
+                list(&mut body);
+                body.push_str(",\"next\":");
+                body.push_str(&next);
+            } else {
+                body.push_str("\"next\":");
+                body.push_str(&next);
+                body.push(',');
+                list(&mut body);
+            }
+            // The ETag is of what the answer says, not of how far the projections are.
+            body.push('}');
+            let etag = weak_etag(&[body.as_bytes()]);
+            body.pop();
+            body.push_str(",\"watermark\":");
+            body.push_str(&serde_json::to_string(wm).map_err(Problem::internal)?);
+            body.push('}');
+            Ok(respond_text(wm, req, body, etag))
+        }
+    }
 }
 
 /// `ISIR-Watermark` and `ISIR-Lag-Seconds`, on every `/v1` answer.

@@ -8,8 +8,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::format::{count_of, format_of, respond_list, with_count};
-use super::pagination::{docs, limit, query_except, view};
+use super::format::{count_of, format_of, respond_docs, with_count};
+use super::pagination::{limit, query_except};
 use super::params::{Params, SearchParams, court_param, only};
 use super::stream;
 use crate::projection::columns;
@@ -107,11 +107,19 @@ pub(crate) async fn search(
         )
         .await;
     }
-    let (mut tx, wm) = watermark::open_single(&state).await?;
+    let counting = count_of(&q, &headers)?;
+    // Without a count, three bounded statements in one snapshot (the versions, the
+    // page): on a SQLite file a direct connection, on this thread.
+    let (mut tx, wm) = if counting.is_some() {
+        watermark::open(&state).await?
+    } else {
+        watermark::open_many(&state).await?
+    };
     let mut hits = search::search(&mut tx, &s, after.as_ref(), limit + 1).await?;
-    let counted = match count_of(&q, &headers)? {
+    let counted = match counting {
         Some(kind) => {
-            let (sql, binds) = search::sql(&s, None, limit, tx.is_postgres());
+            let at = search::Tables::of(&mut tx).await?;
+            let (sql, binds) = search::sql(&s, None, limit, at);
             Some(crate::read::lists::count(&mut tx, &sql, &binds, kind).await?)
         }
         None => None,
@@ -130,15 +138,16 @@ pub(crate) async fn search(
     };
     let rows: Vec<String> = hits.into_iter().map(|h| h.doc).collect();
     Ok(with_count(
-        respond_list(
+        respond_docs(
             &wm,
             &headers,
             format,
             "subjects",
-            view((!pii).then_some(privacy), docs(&rows)?),
+            rows,
+            (!pii).then_some(privacy),
             next,
             columns::SUBJECT_COLUMNS,
-        ),
+        )?,
         counted,
     ))
 }

@@ -451,6 +451,7 @@ pub async fn step(
         Some(start.cursor),
         Some(last),
         None,
+        false,
     )
     .await?
     {
@@ -467,6 +468,7 @@ pub async fn step(
 /// cursor to `cursor` (if given) and commits. With `expect`, refuses to go on if another
 /// process moved the cursor. The outer error is the database's; the inner one says the
 /// builder could not apply the records (nothing was written).
+#[allow(clippy::too_many_arguments)]
 async fn apply_and_commit(
     store: &Store,
     b: &dyn Builder,
@@ -475,6 +477,7 @@ async fn apply_and_commit(
     expect: Option<i64>,
     cursor: Option<i64>,
     bulk: Option<&std::sync::Arc<crate::store::direct::Pool>>,
+    rebuilding: bool,
 ) -> Result<Result<(), ProjectionError>, ProjectionError> {
     // A rebuild writes tables nobody reads yet, from a process of its own: on a SQLite
     // file its statements run on this thread (no worker hand-off per statement), on one
@@ -483,6 +486,14 @@ async fn apply_and_commit(
         Some(pool) => Tx::begin_in(pool)?,
         None => Tx::begin(store).await?,
     };
+    if rebuilding && tx.is_postgres() {
+        // A rebuild's tables grow from empty during its run, without statistics:
+        // PostgreSQL would keep the generic plan it made of a prepared statement while
+        // a table was empty (a sequential scan, so every batch's lookups read the
+        // whole table again). Each statement is planned for the table as it is.
+        tx.exec("SET LOCAL plan_cache_mode = force_custom_plan", &[])
+            .await?;
+    }
     let mut m = read_meta(&mut tx, key)
         .await?
         .ok_or_else(|| ProjectionError::Unknown(key.to_string()))?;
@@ -536,7 +547,7 @@ async fn pinpoint(
     if recs.len() > 1 {
         for r in recs {
             let one = std::slice::from_ref(r);
-            match apply_and_commit(store, b, key, one, None, Some(r.action.id), None).await {
+            match apply_and_commit(store, b, key, one, None, Some(r.action.id), None, false).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) | Err(e) => {
                     culprit = (r.action.id, e);

@@ -259,6 +259,7 @@ async fn fill(
             id_order.then_some(expect),
             batch.cursor,
             writer.as_ref(),
+            true,
         )
         .await?;
         if let Err(e) = r {

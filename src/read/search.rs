@@ -132,22 +132,69 @@ fn match_expr(words: &[String], pg: bool) -> String {
     }
 }
 
+/// The tables a search reads: the views (PostgreSQL), or on SQLite the live versions'
+/// tables, so that a person's row is found by the rowid its name row shares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tables {
+    Views,
+    Sqlite { parties: i64, cases: i64 },
+}
+
+impl Tables {
+    /// The tables of `tx`'s snapshot.
+    pub async fn of(tx: &mut Tx) -> Result<Tables, Problem> {
+        use super::lists::{Source, source};
+        Ok(
+            match (source(tx, "parties").await?, source(tx, "cases").await?) {
+                (Source::Sqlite(parties), Source::Sqlite(cases)) => {
+                    Tables::Sqlite { parties, cases }
+                }
+                _ => Tables::Views,
+            },
+        )
+    }
+}
+
 /// The statement and its binds: `tier|latest|doc` of each match (the tier 0 for the
 /// exact name, the case's latest action), at most `limit`, in rank order.
-pub fn sql(s: &Search, after: Option<&After>, limit: i64, pg: bool) -> (String, Vec<Val>) {
+///
+/// The ranking reads only the name index and the cases' latest actions; the persons'
+/// documents are read for the page's rows alone (on SQLite by rowid).
+pub fn sql(s: &Search, after: Option<&After>, limit: i64, at: Tables) -> (String, Vec<Val>) {
+    let pg = at == Tables::Views;
+    let (names, parties, cases) = match at {
+        Tables::Views => (
+            "names".to_string(),
+            "parties".to_string(),
+            "cases".to_string(),
+        ),
+        Tables::Sqlite { parties, cases } => (
+            format!("names_v{parties}"),
+            format!("parties_v{parties}"),
+            format!("cases_v{cases}"),
+        ),
+    };
     let mut binds: Vec<Val> = vec![match_expr(&s.words, pg).into(), exact_key(&s.words).into()];
     let matches = if pg {
-        "to_tsvector('simple', n.words) @@ to_tsquery('simple', $1)"
+        "to_tsvector('simple', n.words) @@ to_tsquery('simple', $1)".to_string()
     } else {
-        "n.words MATCH $1"
+        format!("{names} MATCH $1")
     };
-    let mut conds = vec![matches.to_string()];
+    let mut conds = vec![matches];
     fn add(conds: &mut Vec<String>, binds: &mut Vec<Val>, cond: &str, v: Val) {
         binds.push(v);
         conds.push(cond.replace('?', &format!("${}", binds.len())));
     }
+    let person = |alias: &str| match at {
+        Tables::Views => format!(
+            "{alias}.case_number = n.case_number AND {alias}.court = n.court AND {alias}.person_id = n.person_id"
+        ),
+        Tables::Sqlite { .. } => format!("{alias}.rowid = n.rowid"),
+    };
+    // The person's row joins the ranking only when a filter needs its fields.
+    let filtered = s.role.is_some() || !s.kinds.is_empty();
     if let Some(r) = &s.role {
-        add(&mut conds, &mut binds, "p.role = ?", r.as_str().into());
+        add(&mut conds, &mut binds, "f.role = ?", r.as_str().into());
     }
     if let Some(c) = &s.court {
         add(
@@ -166,7 +213,7 @@ pub fn sql(s: &Search, after: Option<&After>, limit: i64, pg: bool) -> (String, 
             binds.push(k.as_str().into());
             marks.push(format!("${}", binds.len()));
         }
-        conds.push(format!("p.kind IN ({})", marks.join(", ")));
+        conds.push(format!("f.kind IN ({})", marks.join(", ")));
     }
     let tier = "CASE WHEN n.exact = $2 THEN 0 ELSE 1 END";
     if let Some(a) = after {
@@ -188,12 +235,25 @@ pub fn sql(s: &Search, after: Option<&After>, limit: i64, pg: bool) -> (String, 
         ));
     }
     binds.push(limit.into());
+    let rid = if pg { "" } else { "n.rowid AS rid, " };
+    let filter_join = if filtered {
+        format!("JOIN {parties} f ON {} ", person("f"))
+    } else {
+        String::new()
+    };
+    let page_join = match at {
+        Tables::Views => {
+            "p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id"
+        }
+        Tables::Sqlite { .. } => "p.rowid = h.rid",
+    };
     // One text per row: the numbers first, then the document (which may hold `|`).
     let sql = format!(
-        "SELECT CAST({tier} AS TEXT) || '|' || CAST(c.latest_action_id AS TEXT) || '|' || p.doc FROM names n \
-         JOIN parties p ON p.case_number = n.case_number AND p.court = n.court AND p.person_id = n.person_id \
-         JOIN cases c ON c.case_number = n.case_number \
-         WHERE {} ORDER BY {tier}, c.latest_action_id DESC, n.case_number, n.court, n.person_id LIMIT ${}",
+        "WITH h AS (SELECT {rid}{tier} AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id          FROM {names} n JOIN {cases} c ON c.case_number = n.case_number {filter_join}\
+         WHERE {} ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT ${}) \
+         SELECT CAST(h.tier AS TEXT) || '|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h \
+         JOIN {parties} p ON {page_join} \
+         ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id",
         conds.join(" AND "),
         binds.len()
     );
@@ -216,7 +276,8 @@ pub async fn search(
     after: Option<&After>,
     limit: i64,
 ) -> Result<Vec<Hit>, Problem> {
-    let (sql, binds) = sql(s, after, limit, tx.is_postgres());
+    let at = Tables::of(tx).await?;
+    let (sql, binds) = sql(s, after, limit, at);
     let rows = tx.texts(&sql, &binds).await?;
     rows.into_iter()
         .map(|r| {

@@ -117,9 +117,10 @@ pub async fn open_single(state: &ReadState) -> Result<(Tx, Watermark), Problem> 
 }
 
 /// Like [`open`], on a direct connection when the store is a SQLite file: for answers of
-/// many indexed statements in one snapshot (a bulk lookup), which the caller runs off the
-/// async threads (`spawn_blocking`), since a direct connection runs on the caller's
-/// thread. Whether it is direct is [`Tx::is_direct`].
+/// several indexed statements in one snapshot. A direct connection runs on the caller's
+/// thread: a bulk lookup runs it off the async threads (`spawn_blocking`); a list page,
+/// a few index walks of at most `limit + 1` rows, runs it in place, as a single case
+/// does. Whether it is direct is [`Tx::is_direct`].
 pub async fn open_many(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
     let tx = super::limit::many(state).await?;
     gate(state, tx).await
