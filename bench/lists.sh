@@ -169,11 +169,13 @@ pgq() { # $1 label, $2 values count, $3 SQL
 }
 pgq case "$(n "$WORK/case_numbers")" "SELECT doc FROM cases WHERE case_number = $(printf "$V" case)"
 pgq ico "$(n "$WORK/icos")" "SELECT doc FROM parties WHERE ico = $(printf "$V" ico) ORDER BY case_number, court, person_id LIMIT 51"
-pgq name "$(n "$WORK/names")" "SELECT p.doc FROM names n JOIN parties p ON p.case_number = n.case_number AND p.court = n.court AND p.person_id = n.person_id JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ to_tsquery('simple', replace(lower($(printf "$V" name)), ' ', ':* & ') || ':*') ORDER BY c.latest_action_id DESC LIMIT 51"
+pgq name "$(n "$WORK/names")" "WITH h AS (SELECT CASE WHEN n.exact = '' THEN 0 ELSE 1 END AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id FROM names n JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ to_tsquery('simple', replace(lower($(printf "$V" name)), ' ', ':* & ') || ':*') ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT 51) SELECT CAST(h.tier AS TEXT) || '|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id"
 pgq court_state "$(n "$WORK/court_state")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_state) AND state = $(printf "$W" court_state) ORDER BY opened, case_number LIMIT 51"
 pgq court_opened "$(n "$WORK/court_year")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_year) AND opened >= $(printf "$W" court_year) || '-01-01' AND opened <= $(printf "$W" court_year) || '-12-31' ORDER BY opened, case_number LIMIT 51"
 pgq updated "$(n "$WORK/dates")" "SELECT doc FROM cases WHERE latest_published >= $(printf "$V" date) ORDER BY latest_published DESC, case_number DESC LIMIT 51"
-pgq events "$(n "$WORK/afters")" "SELECT action_id, case_number, type_code, published FROM timeline WHERE action_id > CAST($(printf "$V" after) AS BIGINT) ORDER BY action_id LIMIT 51"
+# The feed's rows as the API reads them: every timeline column in a JSON object.
+EV="$(psql "$PG/$PGDB" -Atqc "SELECT 'json_build_object(' || string_agg(format('''%s'', %s', column_name, column_name), ', ' ORDER BY ordinal_position) || ')::text' FROM information_schema.columns WHERE table_name = 'timeline' AND table_schema = 'public'")"
+pgq events "$(n "$WORK/afters")" "SELECT $EV FROM timeline WHERE action_id > CAST($(printf "$V" after) AS BIGINT) ORDER BY action_id LIMIT 51"
 
 echo "== two isir serve processes on PostgreSQL at once (wrk per process: 1 thread, $((CONN / 2)) connections)"
 serve "$PG/$PGDB"; PP2=$SERVE_PORT
