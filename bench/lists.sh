@@ -181,8 +181,9 @@ echo "== two isir serve processes on PostgreSQL at once (wrk per process: 1 thre
 serve "$PG/$PGDB"; PP2=$SERVE_PORT
 for q in court_state events; do
     wrk -t1 -c$((CONN / 2)) -d"${DUR}s" --latency -s "$WORK/$q.lua" "http://127.0.0.1:$PP" | grep RESULT >"$WORK/a" &
+    W1=$!
     wrk -t1 -c$((CONN / 2)) -d"${DUR}s" --latency -s "$WORK/$q.lua" "http://127.0.0.1:$PP2" | grep RESULT >"$WORK/b"
-    wait
+    wait "$W1" # (not a bare `wait`: the servers are this shell's children too)
     python3 - "$q" "$WORK/a" "$WORK/b" "$(cat "$WORK/$q.$PP.rps")" <<'PY'
 import sys
 q, a, b, one = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])

@@ -239,11 +239,12 @@ pub(crate) async fn case_list(
     let streaming = stream::asked(&q, format)?;
     let counting = count_of(&q, &headers)?;
     // A page without a count is a few bounded statements (an index walk of at most
-    // `limit + 1` rows): on a SQLite file they run on a direct connection, on this thread.
+    // `limit + 1` rows): on a SQLite file on a direct connection, on this thread; on
+    // PostgreSQL one statement without a transaction.
     let (mut tx, wm) = if streaming || counting.is_some() {
         watermark::open(&state).await?
     } else {
-        watermark::open_many(&state).await?
+        watermark::open_page(&state).await?
     };
     let at = lists::source(&mut tx, "cases").await?;
     if streaming {

@@ -7,8 +7,8 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::format::{format_of, respond_list};
-use super::pagination::{docs, limit, page, query_except};
+use super::format::{format_of, respond_docs};
+use super::pagination::{docs, limit, query_except};
 use super::params::{EventParams, Params, court_param, date_param, only};
 use super::stream;
 use crate::projection::columns;
@@ -78,11 +78,12 @@ pub(crate) async fn events(
     }
     let streaming = stream::asked(&q, format)?;
     // A page is a few bounded statements (index walks of at most `limit + 1` rows each):
-    // on a SQLite file they run on a direct connection, on this thread.
+    // on a SQLite file on a direct connection, on this thread; on PostgreSQL without a
+    // transaction.
     let (mut tx, wm) = if streaming {
         watermark::open(&state).await?
     } else {
-        watermark::open_many(&state).await?
+        watermark::open_page(&state).await?
     };
     if !icos.is_empty() {
         // The IČOs' cases first (an index lookup each), then their timelines.
@@ -121,28 +122,36 @@ pub(crate) async fn events(
     let (sql, binds) = lists::events(&eq, &cols, &at)?;
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
-    let (evs, more) = page(docs(&rows)?, limit);
-    let next = more.then(|| {
-        let last = evs
-            .last()
-            .and_then(|e| e["action_id"].as_i64())
-            .unwrap_or(after);
-        let qs = query_except(&q, &["after", "limit"]);
-        format!(
-            "/v1/events?after={last}&limit={limit}{}{}",
-            if qs.is_empty() { "" } else { "&" },
-            qs.join("&")
-        )
-    });
-    Ok(respond_list(
+    let more = rows.len() as i64 > limit;
+    let mut rows = rows;
+    rows.truncate(limit as usize);
+    let next = match rows.last().filter(|_| more) {
+        None => None,
+        Some(l) => {
+            let last = columns::cells(l, &["action_id"]).map_err(Problem::internal)?;
+            let qs = query_except(&q, &["after", "limit"]);
+            Some(format!(
+                "/v1/events?after={}&limit={limit}{}{}",
+                last[0].as_str(),
+                if qs.is_empty() { "" } else { "&" },
+                qs.join("&")
+            ))
+        }
+    };
+    // The rows are JSON objects the database made (its own key order and spacing):
+    // each is written again by `serde_json`, so that an answer is the same text on
+    // either back end.
+    let rows = docs(&rows)?.iter().map(|v| v.to_string()).collect();
+    respond_docs(
         &wm,
         &headers,
         format,
         "events",
-        evs,
+        rows,
+        None,
         next,
         columns::EVENT_COLUMNS,
-    ))
+    )
 }
 
 /// The feed page after page (a whole-result stream).

@@ -108,12 +108,13 @@ pub(crate) async fn search(
         .await;
     }
     let counting = count_of(&q, &headers)?;
-    // Without a count, three bounded statements in one snapshot (the versions, the
-    // page): on a SQLite file a direct connection, on this thread.
+    // Without a count, the page's bounded statements (on SQLite the tables' versions,
+    // then the page, in one snapshot on a direct connection, on this thread; on
+    // PostgreSQL one statement without a transaction).
     let (mut tx, wm) = if counting.is_some() {
         watermark::open(&state).await?
     } else {
-        watermark::open_many(&state).await?
+        watermark::open_page(&state).await?
     };
     let mut hits = search::search(&mut tx, &s, after.as_ref(), limit + 1).await?;
     let counted = match counting {

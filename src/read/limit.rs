@@ -122,3 +122,15 @@ pub async fn many(state: &ReadState) -> Result<Tx, Problem> {
         None => begin(state).await,
     }
 }
+
+/// A list page's reads: on PostgreSQL one statement, its own snapshot, without a
+/// transaction (no BEGIN, SET TRANSACTION and COMMIT round trips); elsewhere [`many`]
+/// (on a SQLite file the tables' version and the page read in one snapshot, on a
+/// direct connection the caller runs in place: a page is a few index walks of at most
+/// `limit + 1` rows).
+pub async fn page(state: &ReadState) -> Result<Tx, Problem> {
+    match state.store {
+        crate::store::Store::Postgres(_) => single(state).await,
+        _ => many(state).await,
+    }
+}

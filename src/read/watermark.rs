@@ -116,11 +116,18 @@ pub async fn open_single(state: &ReadState) -> Result<(Tx, Watermark), Problem> 
     gate(state, tx).await
 }
 
+/// The snapshot of a list page ([`super::limit::page`]): one statement on PostgreSQL,
+/// a direct connection's transaction on a SQLite file.
+pub async fn open_page(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
+    let tx = super::limit::page(state).await?;
+    gate(state, tx).await
+}
+
 /// Like [`open`], on a direct connection when the store is a SQLite file: for answers of
 /// several indexed statements in one snapshot. A direct connection runs on the caller's
-/// thread: a bulk lookup runs it off the async threads (`spawn_blocking`); a list page,
-/// a few index walks of at most `limit + 1` rows, runs it in place, as a single case
-/// does. Whether it is direct is [`Tx::is_direct`].
+/// thread: a bulk lookup runs it off the async threads (`spawn_blocking`); a list page
+/// ([`open_page`]) runs it in place, as a single case does. Whether it is direct is
+/// [`Tx::is_direct`].
 pub async fn open_many(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
     let tx = super::limit::many(state).await?;
     gate(state, tx).await
