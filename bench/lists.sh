@@ -66,7 +66,11 @@ cut -d'|' -f1 "$WORK/cases" >"$WORK/case_paths"
 cut -d'|' -f2 "$WORK/cases" | sed 's/%20/ /' >"$WORK/case_numbers"
 sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || '%20' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
     | python3 -c 'import sys, urllib.parse; [print(urllib.parse.quote(l.rstrip("\n").replace("%20", " "))) for l in sys.stdin]' >"$WORK/names"
-sqlite3 "$DB" "SELECT court_short || '|' || replace(state, ' ', '%20') || '|' || state FROM cases WHERE court_short IS NOT NULL AND state IS NOT NULL GROUP BY court_short, state ORDER BY random() LIMIT 500" >"$WORK/court_state"
+sqlite3 "$DB" "SELECT court_short || '|' || state FROM cases WHERE court_short IS NOT NULL AND state IS NOT NULL GROUP BY court_short, state ORDER BY random() LIMIT 500" \
+    | python3 -c 'import sys, urllib.parse
+for l in sys.stdin:
+    c, s = l.rstrip("\n").split("|", 1)
+    print(f"{c}|{urllib.parse.quote(s)}|{s}")' >"$WORK/court_state"
 sqlite3 "$DB" "SELECT court_short || '|' || substr(opened, 1, 4) FROM cases WHERE court_short IS NOT NULL GROUP BY court_short, substr(opened, 1, 4) ORDER BY random() LIMIT 500" >"$WORK/court_year"
 sqlite3 "$DB" "SELECT substr(latest_published, 1, 10) FROM cases ORDER BY random() LIMIT 500" >"$WORK/dates"
 sqlite3 "$DB" "SELECT action_id FROM timeline ORDER BY random() LIMIT 2000" >"$WORK/afters"

@@ -275,9 +275,7 @@ pub(crate) async fn case_list(
         None => None,
     };
     tx.commit().await?;
-    let more = rows.len() as i64 > limit;
-    let mut rows = rows;
-    rows.truncate(limit as usize);
+    let (rows, more) = page(rows, limit);
     let next = match rows.last().filter(|_| more) {
         None => None,
         Some(l) => {

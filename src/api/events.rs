@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::format::{format_of, respond_docs};
-use super::pagination::{docs, limit, query_except};
+use super::pagination::{docs, limit, page, query_except};
 use super::params::{EventParams, Params, court_param, date_param, only};
 use super::stream;
 use crate::projection::columns;
@@ -122,9 +122,7 @@ pub(crate) async fn events(
     let (sql, binds) = lists::events(&eq, &cols, &at)?;
     let rows = tx.texts(&sql, &binds).await?;
     tx.commit().await?;
-    let more = rows.len() as i64 > limit;
-    let mut rows = rows;
-    rows.truncate(limit as usize);
+    let (rows, more) = page(rows, limit);
     let next = match rows.last().filter(|_| more) {
         None => None,
         Some(l) => {

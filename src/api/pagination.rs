@@ -28,7 +28,7 @@ pub(crate) fn limit(state: &ReadState, q: &super::params::Params) -> Result<i64,
 
 /// Cuts the rows of a list query (which asked for `limit + 1`) to the page, and tells
 /// whether there is a next page.
-pub(crate) fn page(mut items: Vec<Value>, limit: i64) -> (Vec<Value>, bool) {
+pub(crate) fn page<T>(mut items: Vec<T>, limit: i64) -> (Vec<T>, bool) {
     let more = items.len() as i64 > limit;
     items.truncate(limit as usize);
     (items, more)
