@@ -900,12 +900,14 @@ async fn openapi_describes_every_route() {
             "court",
             "case",
             "limit",
+            "count",
             "format",
             "stream"
         ]
         .map(String::from)
         .into()
     );
+    assert!(params("/v1/cases/{year}/{number}/events").contains("stream"));
     // List parameters are arrays, repeated (`?ico=a&ico=b`).
     let ico = spec["paths"]["/v1/subjects"]["get"]["parameters"]
         .as_array()

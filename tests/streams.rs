@@ -31,6 +31,17 @@ async fn text(
     (s, h, r.text().await.unwrap())
 }
 
+/// The action IDs of an NDJSON stream of events, in order.
+fn ndjson_ids(body: &str) -> Vec<i64> {
+    body.lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["action_id"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect()
+}
+
 /// Every page of a JSON list, by its `next` links.
 async fn walk(http: &reqwest::Client, base: &str, first: &str, key: &str) -> Vec<Value> {
     let mut out = Vec::new();
@@ -89,14 +100,7 @@ async fn streams(b: Backend) {
             .starts_with("application/x-ndjson")
     );
     assert!(h.contains_key("isir-watermark"));
-    let ids: Vec<i64> = body
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["action_id"]
-                .as_i64()
-                .unwrap()
-        })
-        .collect();
+    let ids = ndjson_ids(&body);
     // Equal to the feed's pages, and only the register's actions, in ID order (the
     // timeline leaves out the few actions without a case, as its own tests check).
     let paged: Vec<i64> = walk(&http, &base, "/v1/events?limit=1000", "events")
@@ -168,6 +172,68 @@ async fn streams(b: Backend) {
         .collect();
     assert!(!want.is_empty());
     assert_eq!(got, want);
+    // The feed counted: the whole filtered feed, and what follows a position in it.
+    let (s, h, _) = text(
+        &http,
+        &format!("{base}/v1/events?court={court}&count=exact&limit=3"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200);
+    assert_eq!(h["isir-count"], want.len().to_string().as_str());
+    assert_eq!(h["isir-count-kind"], "exact");
+    if want.len() > 10 {
+        let r = http
+            .get(format!("{base}/v1/events?court={court}&after={}", want[9]))
+            .header("Prefer", "count=exact")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.headers()["isir-count"],
+            (want.len() - 10).to_string().as_str()
+        );
+    }
+
+    // A case's timeline, streamed: its pages, and the truth's actions of that case.
+    let mut by_case: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    for a in sim.truth_all() {
+        by_case.entry(a.case_number.clone()).or_default().push(a.id);
+    }
+    let (case, mut truth_ids) = by_case.into_iter().max_by_key(|(_, v)| v.len()).unwrap();
+    truth_ids.sort();
+    let (number, year) = case
+        .strip_prefix("INS ")
+        .and_then(|r| r.split_once('/'))
+        .unwrap();
+    let path = format!("/v1/cases/{year}/{number}/events");
+    let paged: Vec<i64> = walk(&http, &base, &format!("{path}?limit=7"), "events")
+        .await
+        .iter()
+        .map(|e| e["action_id"].as_i64().unwrap())
+        .collect();
+    let (s, _, body) = text(
+        &http,
+        &format!("{base}{path}?format=ndjson&stream=all"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    let got = ndjson_ids(&body);
+    assert!(truth_ids.len() > 7, "{case}: {} actions", truth_ids.len());
+    assert_eq!(got, paged, "{case}: the stream is the pages");
+    assert_eq!(got, truth_ids, "{case}: the stream is the case's actions");
+    let (s, _, body) = text(&http, &format!("{base}{path}?format=csv&stream=all"), None).await;
+    assert_eq!(s, 200, "{body}");
+    let rows = csv::Reader::from_reader(body.as_bytes()).records().count();
+    assert_eq!(rows, truth_ids.len(), "a row each");
+    let (s, _, body) = text(
+        &http,
+        &format!("{base}{path}?format=csv&stream=all&limit=5"),
+        None,
+    )
+    .await;
+    assert_eq!(s, 400, "{body}");
 
     // Cases: every case, as the pages give them, whichever sort.
     for sort in ["opened", "latest", "updated"] {

@@ -86,9 +86,11 @@ pub(crate) async fn case_events(
     Path((year, number)): Path<(String, String)>,
     q: Params,
     headers: HeaderMap,
+    caller: Option<axum::Extension<Caller>>,
 ) -> Result<Response, Problem> {
     only::<PageParams>(&q, &[])?;
     let format = format_of(&q, &headers)?;
+    let streaming = stream::asked(&q, format)?;
     let cn = case_number(&year, &number)?;
     let limit = limit(&state, &q)?;
     let privacy = state.privacy().await?;
@@ -112,6 +114,23 @@ pub(crate) async fn case_events(
             "no case {cn} in the replica (as of action {})",
             wm.action_id
         )));
+    }
+    if streaming {
+        let pages = TimelinePages {
+            case: cn,
+            after: i64::MIN,
+        };
+        let caller = caller.as_ref().map(|c| &c.0);
+        return stream::respond(
+            &state,
+            caller,
+            format,
+            &wm,
+            tx,
+            pages,
+            columns::EVENT_COLUMNS,
+        )
+        .await;
     }
     let rows = queries::case_events(&mut tx, &cn, after, limit + 1).await?;
     tx.commit().await?;
@@ -139,6 +158,27 @@ pub(crate) async fn case_events(
         next,
         columns::EVENT_COLUMNS,
     ))
+}
+
+/// A case's timeline page after page (a whole-result stream).
+struct TimelinePages {
+    case: String,
+    after: i64,
+}
+
+#[async_trait::async_trait]
+impl stream::Pages for TimelinePages {
+    async fn next(&mut self, tx: &mut Tx, n: i64) -> Result<Vec<String>, Problem> {
+        let rows = queries::case_events_text(tx, &self.case, self.after, n).await?;
+        if let Some(l) = rows.last() {
+            let c = columns::cells(l, &["action_id"]).map_err(Problem::internal)?;
+            self.after = c[0]
+                .as_str()
+                .parse()
+                .map_err(|_| Problem::internal("an event without its action ID"))?;
+        }
+        Ok(rows)
+    }
 }
 
 /// The field of a case document a sort orders by (the cursor's first part).

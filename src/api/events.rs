@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use super::format::{format_of, respond_docs};
+use super::format::{count_of, format_of, respond_docs, with_count};
 use super::pagination::{docs, limit, page, query_except};
 use super::params::{EventParams, Params, court_param, date_param, only};
 use super::stream;
@@ -77,10 +77,11 @@ pub(crate) async fn events(
         eq.case = Some(c.clone());
     }
     let streaming = stream::asked(&q, format)?;
+    let counting = count_of(&q, &headers)?;
     // A page is a few bounded statements (index walks of at most `limit + 1` rows each):
     // on a SQLite file on a direct connection, on this thread; on PostgreSQL without a
     // transaction.
-    let (mut tx, wm) = if streaming {
+    let (mut tx, wm) = if streaming || counting.is_some() {
         watermark::open(&state).await?
     } else {
         watermark::open_page(&state).await?
@@ -121,6 +122,10 @@ pub(crate) async fn events(
     }
     let (sql, binds) = lists::events(&eq, &cols, &at)?;
     let rows = tx.texts(&sql, &binds).await?;
+    let counted = match counting {
+        Some(kind) => Some(lists::count(&mut tx, &sql, &binds, kind).await?),
+        None => None,
+    };
     tx.commit().await?;
     let (rows, more) = page(rows, limit);
     let next = match rows.last().filter(|_| more) {
@@ -140,16 +145,19 @@ pub(crate) async fn events(
     // each is written again by `serde_json`, so that an answer is the same text on
     // either back end.
     let rows = docs(&rows)?.iter().map(|v| v.to_string()).collect();
-    respond_docs(
-        &wm,
-        &headers,
-        format,
-        "events",
-        rows,
-        None,
-        next,
-        columns::EVENT_COLUMNS,
-    )
+    Ok(with_count(
+        respond_docs(
+            &wm,
+            &headers,
+            format,
+            "events",
+            rows,
+            None,
+            next,
+            columns::EVENT_COLUMNS,
+        )?,
+        counted,
+    ))
 }
 
 /// The feed page after page (a whole-result stream).

@@ -122,6 +122,11 @@ pub struct PageParams {
     limit: Option<i64>,
     /// The opaque cursor of the previous page's `next` link.
     cursor: Option<String>,
+    /// `all`: the whole timeline as one CSV or NDJSON answer, streamed from one
+    /// snapshot (no `cursor`, no `limit`); over `api.stream_max_rows` rows only for a
+    /// key with the `stream` scope (else a 403 before the first row).
+    #[param(inline)]
+    stream: Option<StreamAll>,
     #[param(inline)]
     format: Option<ListFormat>,
 }
@@ -327,6 +332,11 @@ pub struct EventParams {
     case: Option<String>,
     #[param(minimum = 1)]
     limit: Option<i64>,
+    /// Count the feed after `after` (`exact`, or `estimated`: PostgreSQL's planner
+    /// estimate; on SQLite exact up to 100 000, then a lower bound) into the
+    /// `ISIR-Count` and `ISIR-Count-Kind` headers. `Prefer: count=...` works too.
+    #[param(inline)]
+    count: Option<CountParam>,
     /// `all`: the whole result as one CSV or NDJSON answer, streamed from one
     /// snapshot (no `cursor`, no `limit`); over `api.stream_max_rows` rows only for a
     /// key with the `stream` scope (else a 403 before the first row).

@@ -49,14 +49,23 @@ pub async fn case_events(
     after: i64,
     limit: i64,
 ) -> Result<Vec<Value>, Problem> {
+    parse(&case_events_text(tx, case_number, after, limit).await?)
+}
+
+/// [`case_events`] as the database writes them: one JSON object's text a row.
+pub async fn case_events_text(
+    tx: &mut Tx,
+    case_number: &str,
+    after: i64,
+    limit: i64,
+) -> Result<Vec<String>, Problem> {
     let sql = format!(
         "SELECT {} FROM timeline WHERE case_number = $1 AND action_id > $2 ORDER BY action_id LIMIT $3",
         event_json_sql(tx.is_postgres())
     );
-    let rows = tx
+    Ok(tx
         .texts(&sql, &[case_number.into(), after.into(), Val::from(limit)])
-        .await?;
-    parse(&rows)
+        .await?)
 }
 
 /// Persons whose `col` (`ico`, `rc` or `name_key`) is one of `keys`, after the keyset
