@@ -73,6 +73,8 @@ async fn streams(b: Backend) {
         rate_per_second: 10_000,
         burst: 10_000,
         stream_max_rows: 5_000,
+        // Streams read in many pages even where a result is short (a case's timeline).
+        stream_page: 13,
         keys: vec![isir::config::ApiKey {
             name: "bulk".into(),
             sha256: hash("k-stream"),

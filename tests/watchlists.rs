@@ -467,6 +467,8 @@ async fn feed_and_webhook(b: Backend) {
                 keys,
                 rate_per_second: 10_000,
                 burst: 10_000,
+                // Streams read in many pages even where the feed is short.
+                stream_page: 7,
                 ..Default::default()
             },
         )
@@ -527,6 +529,38 @@ async fn feed_and_webhook(b: Backend) {
         next = v["next"].as_str().map(String::from);
     }
     assert_eq!(ids(&pages), expected, "the API's feed is the truth's");
+    // The whole feed as one stream (NDJSON, then CSV): the pages' events, in order.
+    let r = http
+        .get(format!(
+            "{base}/v1/watchlists/bank/events?format=ndjson&stream=all"
+        ))
+        .header("X-API-Key", "bank-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let streamed: Vec<Value> = r
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(streamed, pages, "the stream is the pages");
+    let r = http
+        .get(format!(
+            "{base}/v1/watchlists/bank/events?format=csv&stream=all"
+        ))
+        .header("X-API-Key", "bank-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let body = r.text().await.unwrap();
+    assert_eq!(
+        csv::Reader::from_reader(body.as_bytes()).records().count(),
+        pages.len()
+    );
     // Positions at the ends of the range (found by Schemathesis: `after` = i64::MIN once
     // widened the page's window forever).
     for (after, want) in [(i64::MIN, expected.len()), (i64::MAX, 0)] {

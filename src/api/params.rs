@@ -413,6 +413,12 @@ pub struct WatchEventParams {
     after: Option<i64>,
     #[param(minimum = 1)]
     limit: Option<i64>,
+    /// `all`: the whole feed up to the watermark as one CSV or NDJSON answer, streamed
+    /// from one snapshot (no `limit`; `after` may start it); over
+    /// `api.stream_max_rows` rows only for a key that also has the `stream` scope (else
+    /// a 403 before the first row).
+    #[param(inline)]
+    stream: Option<StreamAll>,
     #[param(inline)]
     format: Option<ListFormat>,
 }

@@ -18,9 +18,6 @@ use crate::projection::columns;
 use crate::projection::sql::Tx;
 use crate::read::{Caller, Problem, ReadState, Watermark};
 
-/// Rows read per statement of a stream.
-pub const BATCH: i64 = 1_000;
-
 /// A list read in keyset pages within one snapshot.
 #[async_trait::async_trait]
 pub(crate) trait Pages: Send + 'static {
@@ -96,6 +93,7 @@ pub(crate) async fn respond(
         Some(f) => Some(f.await?),
         None => None,
     };
+    let batch = state.opts.stream_page.max(1);
     let cap = if caller.is_some_and(|c| c.scopes.iter().any(|s| s == "stream")) {
         None
     } else {
@@ -107,7 +105,7 @@ pub(crate) async fn respond(
     let mut done = false;
     if let Some(cap) = cap {
         while !done && (head.len() as i64) <= cap {
-            let n = BATCH.min(cap + 1 - head.len() as i64);
+            let n = batch.min(cap + 1 - head.len() as i64);
             crate::read::limit::rearm(state, &mut tx).await?;
             let rows = pages.next(&mut tx, n).await?;
             done = (rows.len() as i64) < n;
@@ -142,9 +140,9 @@ pub(crate) async fn respond(
                 let _ = send.send(Err(std::io::Error::other(e.detail))).await;
                 return;
             }
-            let chunk = match pages.next(&mut tx, BATCH).await {
+            let chunk = match pages.next(&mut tx, batch).await {
                 Ok(rows) => {
-                    done = (rows.len() as i64) < BATCH;
+                    done = (rows.len() as i64) < batch;
                     render(&rows, format, cols, mask.as_ref())
                 }
                 Err(e) => Err(e),

@@ -8,19 +8,73 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
+use serde_json::Value;
 
 use super::format::{format_of, respond_list};
 use super::pagination::limit;
 use super::params::{Params, WatchEventParams, only};
+use super::stream;
 use crate::projection::columns;
 use crate::read::{Caller, Problem, ReadState, watermark};
 use crate::watchlist::{Roles, feed};
 
 /// The columns of a watchlist event in CSV: the timeline's, then the feed's own.
 pub(crate) fn watch_columns() -> Vec<&'static str> {
-    let mut c = columns::EVENT_COLUMNS.to_vec();
-    c.extend(["position", "new_party", "watched"]);
+    WATCH_COLUMNS.to_vec()
+}
+
+/// [`watch_columns`], for a whole-result stream (which takes them for its lifetime).
+static WATCH_COLUMNS: &[&str] = &{
+    let mut c = [""; columns::EVENT_COLUMNS.len() + 3];
+    let mut i = 0;
+    while i < columns::EVENT_COLUMNS.len() {
+        c[i] = columns::EVENT_COLUMNS[i];
+        i += 1;
+    }
+    c[i] = "position";
+    c[i + 1] = "new_party";
+    c[i + 2] = "watched";
     c
+};
+
+/// A watchlist's feed page after page up to the watermark (a whole-result stream).
+struct WatchPages {
+    name: String,
+    roles: Roles,
+    created: i64,
+    after: i64,
+    until: i64,
+    show_rc: bool,
+    ended: bool,
+}
+
+#[async_trait::async_trait]
+impl stream::Pages for WatchPages {
+    async fn next(
+        &mut self,
+        tx: &mut crate::projection::sql::Tx,
+        n: i64,
+    ) -> Result<Vec<String>, Problem> {
+        if self.ended {
+            return Ok(Vec::new());
+        }
+        let p = feed::page(
+            tx,
+            &self.name,
+            self.roles,
+            self.created,
+            self.after,
+            self.until,
+            n,
+            self.show_rc,
+        )
+        .await?;
+        match p.next {
+            Some(a) => self.after = a,
+            None => self.ended = true,
+        }
+        Ok(p.events.iter().map(Value::to_string).collect())
+    }
 }
 
 /// A watchlist's change feed, in feed order (position, then action ID).
@@ -73,6 +127,18 @@ pub(crate) async fn watch_events(
         return Err(Problem::not_found(format!("no watchlist named {name:?}")));
     };
     let after = after.unwrap_or(created);
+    if stream::asked(&q, format)? {
+        let pages = WatchPages {
+            name,
+            roles,
+            created,
+            after,
+            until: wm.action_id,
+            show_rc: caller.pii,
+            ended: false,
+        };
+        return stream::respond(&state, Some(&caller), format, &wm, tx, pages, WATCH_COLUMNS).await;
+    }
     let page = feed::page(
         &mut tx,
         &name,

@@ -46,6 +46,9 @@ pub struct ReadOptions {
     pub acquire_timeout: Duration,
     /// Rows of a whole-result stream without the `stream` scope.
     pub stream_max_rows: i64,
+    /// Rows a whole-result stream reads a statement (1 000; not a setting: tests make
+    /// it small to stream small results in many pages).
+    pub stream_page: i64,
     /// Reverse proxies whose `X-Forwarded-For` is believed (`api.trusted_proxies`).
     pub trusted_proxies: Vec<ipnet::IpNet>,
 }
@@ -76,6 +79,7 @@ impl ReadOptions {
             max_connections: a.max_connections,
             acquire_timeout: Duration::from_millis(a.acquire_timeout_ms),
             stream_max_rows: a.stream_max_rows,
+            stream_page: 1_000,
             trusted_proxies: a
                 .trusted_proxies
                 .iter()
