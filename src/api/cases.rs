@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::format::{count_of, format_of, respond_docs, respond_list, respond_text, with_count};
-use super::pagination::{decode_cursor, encode_cursor, limit, page, query_except};
+use super::pagination::{decode_cursor, encode_cursor, last_action_id, limit, page, query_except};
 use super::params::{CaseListParams, NoParams, PageParams, Params, court_param, date_param, only};
 use super::stream;
 use crate::projection::columns;
@@ -170,12 +170,8 @@ struct TimelinePages {
 impl stream::Pages for TimelinePages {
     async fn next(&mut self, tx: &mut Tx, n: i64) -> Result<Vec<String>, Problem> {
         let rows = queries::case_events_text(tx, &self.case, self.after, n).await?;
-        if let Some(l) = rows.last() {
-            let c = columns::cells(l, &["action_id"]).map_err(Problem::internal)?;
-            self.after = c[0]
-                .as_str()
-                .parse()
-                .map_err(|_| Problem::internal("an event without its action ID"))?;
+        if let Some(last) = last_action_id(&rows)? {
+            self.after = last;
         }
         Ok(rows)
     }
@@ -278,14 +274,7 @@ pub(crate) async fn case_list(
     }
     let streaming = stream::asked(&q, format)?;
     let counting = count_of(&q, &headers)?;
-    // A page without a count is a few bounded statements (an index walk of at most
-    // `limit + 1` rows): on a SQLite file on a direct connection, on this thread; on
-    // PostgreSQL one statement without a transaction.
-    let (mut tx, wm) = if streaming || counting.is_some() {
-        watermark::open(&state).await?
-    } else {
-        watermark::open_page(&state).await?
-    };
+    let (mut tx, wm) = watermark::open_list(&state, streaming || counting.is_some()).await?;
     let at = lists::source(&mut tx, "cases").await?;
     if streaming {
         let pages = CasePages { q: cq, at, sort };

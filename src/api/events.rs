@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::format::{count_of, format_of, respond_docs, with_count};
-use super::pagination::{docs, limit, page, query_except};
+use super::pagination::{docs, last_action_id, limit, page, query_except};
 use super::params::{EventParams, Params, court_param, date_param, only};
 use super::stream;
 use crate::projection::columns;
@@ -78,14 +78,7 @@ pub(crate) async fn events(
     }
     let streaming = stream::asked(&q, format)?;
     let counting = count_of(&q, &headers)?;
-    // A page is a few bounded statements (index walks of at most `limit + 1` rows each):
-    // on a SQLite file on a direct connection, on this thread; on PostgreSQL without a
-    // transaction.
-    let (mut tx, wm) = if streaming || counting.is_some() {
-        watermark::open(&state).await?
-    } else {
-        watermark::open_page(&state).await?
-    };
+    let (mut tx, wm) = watermark::open_list(&state, streaming || counting.is_some()).await?;
     if !icos.is_empty() {
         // The IČOs' cases first (an index lookup each), then their timelines.
         let sql = format!(
@@ -128,14 +121,12 @@ pub(crate) async fn events(
     };
     tx.commit().await?;
     let (rows, more) = page(rows, limit);
-    let next = match rows.last().filter(|_| more) {
+    let next = match last_action_id(&rows)?.filter(|_| more) {
         None => None,
-        Some(l) => {
-            let last = columns::cells(l, &["action_id"]).map_err(Problem::internal)?;
+        Some(last) => {
             let qs = query_except(&q, &["after", "limit"]);
             Some(format!(
-                "/v1/events?after={}&limit={limit}{}{}",
-                last[0].as_str(),
+                "/v1/events?after={last}&limit={limit}{}{}",
                 if qs.is_empty() { "" } else { "&" },
                 qs.join("&")
             ))
@@ -177,12 +168,8 @@ impl stream::Pages for EventPages {
         self.q.limit = n;
         let (sql, binds) = lists::events(&self.q, &self.cols, &self.at)?;
         let rows = tx.texts(&sql, &binds).await?;
-        if let Some(l) = rows.last() {
-            let c = columns::cells(l, &["action_id"]).map_err(Problem::internal)?;
-            self.q.after = c[0]
-                .as_str()
-                .parse()
-                .map_err(|_| Problem::internal("an event without its action ID"))?;
+        if let Some(last) = last_action_id(&rows)? {
+            self.q.after = last;
         }
         Ok(rows)
     }

@@ -34,6 +34,18 @@ pub(crate) fn page<T>(mut items: Vec<T>, limit: i64) -> (Vec<T>, bool) {
     (items, more)
 }
 
+/// The `action_id` of the last of `rows` (events as JSON text), where a page ends.
+pub(crate) fn last_action_id(rows: &[String]) -> Result<Option<i64>, Problem> {
+    let Some(l) = rows.last() else {
+        return Ok(None);
+    };
+    let c = crate::projection::columns::cells(l, &["action_id"]).map_err(Problem::internal)?;
+    c[0].as_str()
+        .parse()
+        .map(Some)
+        .map_err(|_| Problem::internal("an event without its action ID"))
+}
+
 /// Parses JSON documents read from a projection.
 pub(crate) fn docs(rows: &[String]) -> Result<Vec<Value>, Problem> {
     rows.iter()

@@ -93,8 +93,9 @@ pub(crate) async fn search(
         .map(|c| After::unseal(privacy, c))
         .transpose()?;
     if stream::asked(&q, format)? {
-        let (tx, wm) = watermark::open(&state).await?;
-        let pages = SearchPages { s, after: None };
+        let (mut tx, wm) = watermark::open(&state).await?;
+        let at = search::Tables::of(&mut tx).await?;
+        let pages = SearchPages { s, at, after: None };
         let caller = caller.as_ref().map(|c| &c.0);
         return stream::respond(
             &state,
@@ -108,18 +109,11 @@ pub(crate) async fn search(
         .await;
     }
     let counting = count_of(&q, &headers)?;
-    // Without a count, the page's bounded statements (on SQLite the tables' versions,
-    // then the page, in one snapshot on a direct connection, on this thread; on
-    // PostgreSQL one statement without a transaction).
-    let (mut tx, wm) = if counting.is_some() {
-        watermark::open(&state).await?
-    } else {
-        watermark::open_page(&state).await?
-    };
-    let mut hits = search::search(&mut tx, &s, after.as_ref(), limit + 1).await?;
+    let (mut tx, wm) = watermark::open_list(&state, counting.is_some()).await?;
+    let at = search::Tables::of(&mut tx).await?;
+    let mut hits = search::search(&mut tx, at, &s, after.as_ref(), limit + 1).await?;
     let counted = match counting {
         Some(kind) => {
-            let at = search::Tables::of(&mut tx).await?;
             let (sql, binds) = search::sql(&s, None, limit, at);
             Some(crate::read::lists::count(&mut tx, &sql, &binds, kind).await?)
         }
@@ -156,6 +150,7 @@ pub(crate) async fn search(
 /// A search page after page (a whole-result stream).
 struct SearchPages {
     s: Search,
+    at: search::Tables,
     after: Option<After>,
 }
 
@@ -166,7 +161,7 @@ impl stream::Pages for SearchPages {
         tx: &mut crate::projection::sql::Tx,
         n: i64,
     ) -> Result<Vec<String>, Problem> {
-        let hits = search::search(tx, &self.s, self.after.as_ref(), n).await?;
+        let hits = search::search(tx, self.at, &self.s, self.after.as_ref(), n).await?;
         if let Some(l) = hits.last() {
             self.after = Some(After::of(l)?);
         }

@@ -19,11 +19,6 @@ use crate::read::{Caller, Problem, ReadState, watermark};
 use crate::watchlist::{Roles, feed};
 
 /// The columns of a watchlist event in CSV: the timeline's, then the feed's own.
-pub(crate) fn watch_columns() -> Vec<&'static str> {
-    WATCH_COLUMNS.to_vec()
-}
-
-/// [`watch_columns`], for a whole-result stream (which takes them for its lifetime).
 static WATCH_COLUMNS: &[&str] = &{
     let mut c = [""; columns::EVENT_COLUMNS.len() + 3];
     let mut i = 0;
@@ -168,6 +163,6 @@ pub(crate) async fn watch_events(
         "events",
         page.events,
         next,
-        &watch_columns(),
+        WATCH_COLUMNS,
     ))
 }

@@ -249,7 +249,8 @@ pub fn sql(s: &Search, after: Option<&After>, limit: i64, at: Tables) -> (String
     };
     // One text per row: the numbers first, then the document (which may hold `|`).
     let sql = format!(
-        "WITH h AS (SELECT {rid}{tier} AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id          FROM {names} n JOIN {cases} c ON c.case_number = n.case_number {filter_join}\
+        "WITH h AS (SELECT {rid}{tier} AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id \
+         FROM {names} n JOIN {cases} c ON c.case_number = n.case_number {filter_join}\
          WHERE {} ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT ${}) \
          SELECT CAST(h.tier AS TEXT) || '|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h \
          JOIN {parties} p ON {page_join} \
@@ -272,11 +273,11 @@ pub struct Hit {
 /// The persons matching `s` after `after`, at most `limit`, in rank order.
 pub async fn search(
     tx: &mut Tx,
+    at: Tables,
     s: &Search,
     after: Option<&After>,
     limit: i64,
 ) -> Result<Vec<Hit>, Problem> {
-    let at = Tables::of(tx).await?;
     let (sql, binds) = sql(s, after, limit, at);
     let rows = tx.texts(&sql, &binds).await?;
     rows.into_iter()

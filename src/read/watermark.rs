@@ -123,6 +123,17 @@ pub async fn open_page(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
     gate(state, tx).await
 }
 
+/// The snapshot of a list: [`open`] for a `whole` result (a stream or a count, which
+/// may run long, off a direct connection), else [`open_page`] (a page: a few bounded
+/// statements, index walks of at most `limit + 1` rows).
+pub async fn open_list(state: &ReadState, whole: bool) -> Result<(Tx, Watermark), Problem> {
+    if whole {
+        open(state).await
+    } else {
+        open_page(state).await
+    }
+}
+
 /// Like [`open`], on a direct connection when the store is a SQLite file: for answers of
 /// several indexed statements in one snapshot. A direct connection runs on the caller's
 /// thread: a bulk lookup runs it off the async threads (`spawn_blocking`); a list page

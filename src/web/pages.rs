@@ -155,7 +155,8 @@ pub async fn search(
                 .get("after")
                 .map(|a| After::unseal(&privacy, a))
                 .transpose()?;
-            let hits = search::search(&mut tx, &s, after.as_ref(), PAGE + 1).await?;
+            let at = search::Tables::of(&mut tx).await?;
+            let hits = search::search(&mut tx, at, &s, after.as_ref(), PAGE + 1).await?;
             let mut rows = Vec::with_capacity(hits.len());
             for h in &hits {
                 rows.push(serde_json::from_str(&h.doc).map_err(Problem::internal)?);
