@@ -57,6 +57,12 @@ pick_lookups() {
 # straight (`benches/api_fixture.rs`), projections by the rebuild path, phase serve.
 # Built once, kept (delete `$2*` to rebuild). Needs BIN.
 api_fixture() {
+    api_replica "$1" "$2"
+    api_projections "$2"
+}
+
+# The replica of the API fixture (`api_fixture`'s first half; marked `$2.replica`).
+api_replica() {
     local cases="$1" db="$2"
     if [ ! -f "$db.replica" ]; then
         rm -f "$db" "$db-wal" "$db-shm" "$db.done"
@@ -64,6 +70,11 @@ api_fixture() {
         ISIR_FIXTURE_DB="sqlite://$db" ISIR_FIXTURE_CASES="$cases" cargo bench -q --bench api_fixture
         touch "$db.replica"
     fi
+}
+
+# The projections of the API fixture `$1` (`api_fixture`'s second half; marked `$1.done`).
+api_projections() {
+    local db="$1"
     if [ ! -f "$db.done" ]; then
         # The rebuild path (bulk, case-ordered) is the fast way to build from a full replica.
         for b in cases parties timeline; do
@@ -75,4 +86,31 @@ api_fixture() {
         sqlite3 "$db" "PRAGMA wal_checkpoint(TRUNCATE);" >/dev/null
         touch "$db.done"
     fi
+}
+
+# The PostgreSQL copy of the fixture replica `$1` in the database `$3` of the server `$2`:
+# the replica through a snapshot, projections rebuilt, phase serve. Kept; made again when
+# missing or unfinished (not in the serve phase). Needs BIN.
+pg_copy() {
+    local db="$1" pg="$2" pgdb="$3"
+    if [ "$(psql "$pg/postgres" -Atqc "SELECT COUNT(*) FROM pg_database WHERE datname = '$pgdb'")" = 1 ] \
+        && [ "$(psql "$pg/$pgdb" -Atqc "SELECT value FROM settings WHERE key = 'phase'" 2>/dev/null)" = serve ]; then
+        return 0
+    fi
+    psql "$pg/postgres" -qc "DROP DATABASE IF EXISTS $pgdb" -c "CREATE DATABASE $pgdb"
+    local snap s t
+    snap="$(mktemp -d)"
+    s=$(date +%s)
+    ISIR_DATABASE__URL="sqlite://$db" ISIR_LOG=warn $BIN snapshot create --out "$snap/snap" >/dev/null
+    ISIR_DATABASE__URL="$pg/$pgdb" ISIR_LOG=warn $BIN migrate >/dev/null
+    ISIR_DATABASE__URL="$pg/$pgdb" ISIR_LOG=warn $BIN snapshot restore --no-project "$snap/snap" >/dev/null
+    rm -rf "$snap"
+    echo "postgres copy: replica restored in $(( $(date +%s) - s )) s"
+    for b in cases parties timeline; do
+        t=$(date +%s)
+        ISIR_DATABASE__URL="$pg/$pgdb" ISIR_LOG=warn $BIN project rebuild "$b" >/dev/null
+        echo "postgres copy: $b built in $(( $(date +%s) - t )) s"
+    done
+    ISIR_DATABASE__URL="$pg/$pgdb" ISIR_LOG=warn $BIN phase set serve --force >/dev/null
+    echo "postgres copy built in $(( $(date +%s) - s )) s"
 }

@@ -5,7 +5,8 @@
 #   - pgbench running each query's own statement, prepared (the PostgreSQL floor),
 #   - Datasette on the same SQLite tables for the filtered lists,
 #   - two `isir serve` processes on PostgreSQL at once (does throughput grow?).
-#   bench/lists.sh [CASES]   (default 200000; the fixture is bench/api.sh's)
+#   bench/lists.sh [CASES]   (default 200000; the fixture is bench/api.sh's;
+#   PREPARE_ONLY=1 builds the fixtures and stops)
 # Needs wrk, sqlite3, pgbench and a PostgreSQL server (ISIR_BENCH_PG, default
 # postgres://postgres@127.0.0.1:5432): it makes the database isir_bench_CASES there
 # once (snapshot of the SQLite fixture restored, projections rebuilt) and keeps it.
@@ -28,29 +29,20 @@ VENV="${XDG_CACHE_HOME:-$HOME/.cache}/isir/datasette"
 cargo build --release -q
 BIN=target/release/isir
 source bench/lib.sh
-api_fixture "$CASES" "$DB"
-
-# The PostgreSQL copy: the SQLite replica through a snapshot, projections rebuilt.
+api_replica "$CASES" "$DB"
+# The SQLite projections and the PostgreSQL copy (the SQLite replica through a snapshot,
+# projections rebuilt) are built side by side: both read only the replica.
 # (ONLY_SQLITE=1: SQLite and Datasette only.)
-if [ -z "${ONLY_SQLITE:-}" ] && { [ "$(psql "$PG/postgres" -Atqc "SELECT COUNT(*) FROM pg_database WHERE datname = '$PGDB'")" = 0 ] \
-    || [ "$(psql "$PG/$PGDB" -Atqc "SELECT value FROM settings WHERE key = 'phase'" 2>/dev/null)" != serve ]; }; then
-    psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $PGDB" -c "CREATE DATABASE $PGDB"
-    SNAP="$(mktemp -d)/snap"
-    S=$(date +%s)
-    ISIR_DATABASE__URL="sqlite://$DB" ISIR_LOG=warn $BIN snapshot create --out "$SNAP" >/dev/null
-    ISIR_DATABASE__URL="$PG/$PGDB" ISIR_LOG=warn $BIN migrate >/dev/null
-    ISIR_DATABASE__URL="$PG/$PGDB" ISIR_LOG=warn $BIN snapshot restore --no-project "$SNAP" >/dev/null
-    for b in cases parties timeline; do
-        ISIR_DATABASE__URL="$PG/$PGDB" ISIR_LOG=warn $BIN project rebuild "$b" >/dev/null
-    done
-    ISIR_DATABASE__URL="$PG/$PGDB" ISIR_LOG=warn $BIN phase set serve --force >/dev/null
-    rm -rf "$(dirname "$SNAP")"
-    echo "postgres copy built in $(( $(date +%s) - S )) s"
-fi
+api_projections "$DB" &
+SQ=$!
+if [ -z "${ONLY_SQLITE:-}" ]; then pg_copy "$DB" "$PG" "$PGDB"; fi
+wait $SQ
 # Older fixtures get this release's list indexes and name index (`ensure` adds them).
 for url in "sqlite://$DB" $([ -z "${ONLY_SQLITE:-}" ] && echo "$PG/$PGDB"); do
     ISIR_DATABASE__URL="$url" ISIR_LOG=warn $BIN project catch-up >/dev/null
 done
+# PREPARE_ONLY=1: build the fixture and its PostgreSQL copy, measure nothing.
+[ -n "${PREPARE_ONLY:-}" ] && { echo "fixture ready: $DB and $PGDB"; exit 0; }
 echo "fixture: $(sqlite3 "$DB" "SELECT COUNT(*) FROM cases") cases, $(sqlite3 "$DB" "SELECT COUNT(*) FROM parties") parties, $(sqlite3 "$DB" "SELECT COUNT(*) FROM timeline") events"
 
 WORK="$(mktemp -d)"

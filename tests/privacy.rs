@@ -19,6 +19,7 @@ use serde_json::Value;
 
 const ANALYST: &str = "secret-analyst";
 const PUBLIC: &str = "secret-public";
+const WATCHER: &str = "secret-watcher";
 
 struct Api {
     base: String,
@@ -99,6 +100,11 @@ async fn start(store: isir::store::Store) -> Api {
                 name: "public".into(),
                 sha256: hash(PUBLIC),
                 scopes: vec![],
+            },
+            isir::config::ApiKey {
+                name: "watcher".into(),
+                sha256: hash(WATCHER),
+                scopes: vec!["pii".into(), "watch:*".into()],
             },
         ],
         ..Default::default()
@@ -244,6 +250,54 @@ async fn privacy_on_every_path(b: Backend) {
         "redaction of the replica is the default"
     );
     let app = common::app(s).await;
+    // A creditor's watchlist, made before anything is read (so every action is after
+    // its creation): the IČOs and birth numbers of every debtor the
+    // truth erases (§ 425), and one debtor who stays, whose case must be in the feed.
+    let debtors = sim.truth_debtors();
+    let key_of = |d: &isir::sim::TruthDebtor| match (&d.person.ico, &d.person.birth_number) {
+        (Some(i), _) => Some((isir::watchlist::Kind::Ico, i.clone())),
+        (None, Some(rc)) => Some((isir::watchlist::Kind::Rc, rc.clone())),
+        _ => None,
+    };
+    let erased_keys: BTreeSet<_> = debtors
+        .iter()
+        .filter(|d| d.erased)
+        .filter_map(key_of)
+        .collect();
+    let erased_cases: BTreeSet<String> = debtors
+        .iter()
+        .filter(|d| d.erased)
+        .map(|d| d.case_number.clone())
+        .collect();
+    let stays = debtors
+        .iter()
+        .find(|d| {
+            !d.erased
+                && d.person.birth_number.is_some()
+                && !erased_cases.contains(&d.case_number)
+                && key_of(d).is_some_and(|k| !erased_keys.contains(&k))
+        })
+        .expect("a debtor who stays");
+    let watched: BTreeSet<isir::watchlist::Entry> = erased_keys
+        .iter()
+        .cloned()
+        .chain(key_of(stays))
+        .map(|(kind, key)| isir::watchlist::Entry { kind, key })
+        .collect();
+    assert!(watched.len() >= 6, "{} watched", watched.len());
+    isir::watchlist::create(
+        &app.store,
+        isir::watchlist::NewList {
+            name: "creditor".into(),
+            roles: isir::watchlist::Roles::Debtor,
+            webhook_url: None,
+            secret: None,
+            entries: watched,
+        },
+        true,
+    )
+    .await
+    .unwrap();
     app.poller().unwrap().poll_once().await;
     for n in projection::NAMES {
         projection::catch_up(&app.store, n, 3000).await.unwrap();
@@ -267,7 +321,6 @@ async fn privacy_on_every_path(b: Backend) {
         .note
         .as_deref()
         .is_some_and(|n| !n.ends_with('>'))));
-    let debtors = sim.truth_debtors();
     let erased: Vec<&isir::sim::TruthDebtor> = debtors.iter().filter(|d| d.erased).collect();
     assert!(erased.len() >= 5, "{} erased", erased.len());
     let erased_secrets = erased_only(&debtors);
@@ -568,6 +621,43 @@ async fn privacy_on_every_path(b: Backend) {
             scoped.push_str(&a.text);
         }
     }
+    // A watched debtor erased: the list's feed has nothing of their cases (even to a key
+    // with `pii`), in every format, while the debtor who stays is there.
+    for f in ["json", "csv", "ndjson"] {
+        let feed = api
+            .all_pages(
+                &format!("/v1/watchlists/creditor/events?limit=1000&format={f}"),
+                Some(WATCHER),
+            )
+            .await;
+        assert!(
+            feed.contains(stays.case_number.as_str()),
+            "the watched debtor who stays is in the {f} feed"
+        );
+        for c in &erased_cases {
+            assert!(
+                !feed.contains(&format!("{c}\"")) && !feed.contains(&format!("{c},")),
+                "the {f} feed holds the erased case {c}"
+            );
+        }
+        scoped.push_str(&feed);
+    }
+    let streamed = api
+        .get(
+            "/v1/watchlists/creditor/events?stream=all&format=ndjson",
+            Some(WATCHER),
+        )
+        .await;
+    assert_eq!(streamed.status, 200, "{}", streamed.text);
+    for l in streamed.text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let case = v["case_number"].as_str().unwrap();
+        assert!(
+            !erased_cases.contains(case),
+            "streamed: the erased case {case}"
+        );
+    }
+    scoped.push_str(&streamed.text);
     assert_absent("answers to the pii scope", &scoped, &erased_secrets);
     // The replica itself is redacted (projection.redact_replica, on by default), every
     // row of the erased cases, whatever their note.

@@ -9,6 +9,7 @@ mod common;
 
 use common::Backend;
 use isir::projection;
+use isir::read::params::url_escape;
 use serde_json::Value;
 
 fn hash(k: &str) -> String {
@@ -287,6 +288,112 @@ async fn streams(b: Backend) {
     assert_eq!(s, 200, "{body}");
     assert_eq!(body.lines().count(), paged.len());
 
+    // Subjects, streamed: the persons of the commonest debtor surname in the truth (and
+    // of twenty debtors' IČOs at once) equal their pages, in order, and hold every
+    // debtor of the truth by that name or IČO who is not erased.
+    // A debtor is a party once the register has published their person record (it
+    // publishes a case's petition first).
+    let published: std::collections::BTreeSet<(String, String)> = sim
+        .truth_all()
+        .iter()
+        .filter_map(|a| {
+            let n = a.note.as_deref()?;
+            let i = n.find("<idOsoby>")? + "<idOsoby>".len();
+            let j = n[i..].find("</idOsoby>")?;
+            Some((a.case_number.clone(), n[i..i + j].trim().to_string()))
+        })
+        .collect();
+    let debtors: Vec<isir::sim::TruthDebtor> = sim
+        .truth_debtors()
+        .into_iter()
+        .filter(|d| {
+            !d.erased
+                && published.contains(&(d.case_number.clone(), d.person.id.trim().to_string()))
+        })
+        .collect();
+    let fold = |s: &str| -> String {
+        use unicode_normalization::UnicodeNormalization;
+        s.nfd()
+            .filter(|c| !unicode_normalization::char::is_combining_mark(*c))
+            .collect::<String>()
+            .to_lowercase()
+    };
+    let mut by_name: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for d in debtors.iter().filter(|d| !d.erased) {
+        if let Some(n) = &d.person.name {
+            by_name
+                .entry(fold(n))
+                .or_default()
+                .insert(d.case_number.clone());
+        }
+    }
+    let (name, cases) = by_name.into_iter().max_by_key(|(_, v)| v.len()).unwrap();
+    let icos: Vec<&str> = debtors
+        .iter()
+        .filter(|d| !d.erased)
+        .filter_map(|d| d.person.ico.as_deref())
+        .take(20)
+        .collect();
+    let ico_query: String = icos.iter().map(|i| format!("ico={i}&")).collect();
+    for (query, want_cases) in [
+        (format!("name={}&", url_escape(&name)), cases.clone()),
+        (
+            ico_query.clone(),
+            debtors
+                .iter()
+                .filter(|d| !d.erased && d.person.ico.as_deref().is_some_and(|i| icos.contains(&i)))
+                .map(|d| d.case_number.clone())
+                .collect(),
+        ),
+    ] {
+        let paged = walk(
+            &http,
+            &base,
+            &format!("/v1/subjects?{query}limit=7"),
+            "subjects",
+        )
+        .await;
+        let key = |v: &Value| {
+            format!(
+                "{}|{}|{}",
+                v["case_number"].as_str().unwrap(),
+                v["court"].as_str().unwrap_or(""),
+                v["person_id"].as_str().unwrap()
+            )
+        };
+        let (s, _, body) = text(
+            &http,
+            &format!("{base}/v1/subjects?{query}format=ndjson&stream=all"),
+            None,
+        )
+        .await;
+        assert_eq!(s, 200, "{body}");
+        let got: Vec<String> = body
+            .lines()
+            .map(|l| key(&serde_json::from_str::<Value>(l).unwrap()))
+            .collect();
+        let want: Vec<String> = paged.iter().map(key).collect();
+        assert!(want.len() > 7, "{query}: {} persons", want.len());
+        assert_eq!(got, want, "{query}: the stream is the pages");
+        let streamed: std::collections::BTreeSet<&str> =
+            got.iter().map(|k| k.split('|').next().unwrap()).collect();
+        for c in &want_cases {
+            assert!(streamed.contains(c.as_str()), "{query}: {c} missing");
+        }
+        let (s, _, body) = text(
+            &http,
+            &format!("{base}/v1/subjects?{query}format=csv&stream=all"),
+            None,
+        )
+        .await;
+        assert_eq!(s, 200, "{body}");
+        assert_eq!(
+            csv::Reader::from_reader(body.as_bytes()).records().count(),
+            want.len()
+        );
+    }
+
     // Bad streams.
     for bad in [
         "/v1/cases?stream=all",
@@ -294,6 +401,8 @@ async fn streams(b: Backend) {
         "/v1/cases?stream=some&format=csv",
         "/v1/cases?stream=all&format=csv&limit=5",
         "/v1/events?stream=all&format=csv&published_from=2020-01-01",
+        "/v1/subjects?name=novak&stream=all",
+        "/v1/subjects?name=novak&stream=all&format=csv&limit=3",
     ] {
         let (s, _, body) = text(&http, &format!("{base}{bad}"), None).await;
         assert_eq!(s, 400, "{bad}: {body}");

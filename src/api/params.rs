@@ -155,6 +155,11 @@ pub struct SubjectParams {
     cursor: Option<String>,
     #[param(inline)]
     format: Option<ListFormat>,
+    /// `all`: every matching person as one CSV or NDJSON answer, streamed from one
+    /// snapshot (no `cursor`, no `limit`); over `api.stream_max_rows` rows only for a
+    /// key with the `stream` scope (else a 403 before the first row).
+    #[param(inline)]
+    stream: Option<StreamAll>,
 }
 
 /// A name search: the words of a name as people type them, with optional filters.

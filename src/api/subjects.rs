@@ -13,6 +13,7 @@ use super::format::{Format, format_of, respond_list, respond_text};
 use super::pagination::{decode_cursor, docs, encode_cursor, limit, view};
 use super::params::{Params, SubjectParams, only};
 use crate::projection::columns;
+use crate::projection::sql::Tx;
 use crate::read::params::{search_key, url_escape};
 use crate::read::{Caller, Problem, ReadState, queries, watermark};
 
@@ -32,7 +33,7 @@ pub(crate) async fn subjects(
     headers: HeaderMap,
     caller: Option<axum::Extension<Caller>>,
 ) -> Result<Response, Problem> {
-    let pii = caller.is_some_and(|c| c.pii);
+    let pii = caller.as_ref().is_some_and(|c| c.pii);
     only::<SubjectParams>(&q, &["ico", "rc"])?;
     let format = format_of(&q, &headers)?;
     let limit = limit(&state, &q)?;
@@ -61,6 +62,27 @@ pub(crate) async fn subjects(
         Some(c) => decode_cursor(privacy, c, 3)?,
         None => vec![String::new(), String::new(), String::new()],
     };
+    let streaming = super::stream::asked(&q, format)?;
+    if streaming {
+        // Every person of the keys, page after page in one snapshot.
+        let (tx, wm) = watermark::open(&state).await?;
+        let caller = caller.as_ref().map(|c| &c.0);
+        let pages = SubjectPages {
+            col,
+            keys,
+            after: vec![String::new(), String::new(), String::new()],
+        };
+        return super::stream::respond(
+            &state,
+            caller,
+            format,
+            &wm,
+            tx,
+            pages,
+            columns::SUBJECT_COLUMNS,
+        )
+        .await;
+    }
     let (mut tx, wm) = watermark::open_single(&state).await?;
     let mut rows = queries::subjects_text(&mut tx, col, &keys, &after, limit + 1).await?;
     tx.commit().await?;
@@ -124,4 +146,27 @@ pub(crate) async fn subjects(
         next,
         columns::SUBJECT_COLUMNS,
     ))
+}
+
+/// The persons of a subjects query page after page (a whole-result stream), in the
+/// keyset order of its pages (case number, court, person ID).
+struct SubjectPages {
+    col: &'static str,
+    keys: Vec<String>,
+    after: Vec<String>,
+}
+
+#[async_trait::async_trait]
+impl super::stream::Pages for SubjectPages {
+    async fn next(&mut self, tx: &mut Tx, n: i64) -> Result<Vec<String>, Problem> {
+        let rows = queries::subjects_text(tx, self.col, &self.keys, &self.after, n).await?;
+        if let Some(l) = rows.last() {
+            self.after = columns::cells(l, &["case_number", "court", "person_id"])
+                .map_err(Problem::internal)?
+                .iter()
+                .map(|c| c.as_str().to_string())
+                .collect();
+        }
+        Ok(rows)
+    }
 }
