@@ -6,7 +6,9 @@
 #   - Datasette on the same SQLite tables for the filtered lists,
 #   - two `isir serve` processes on PostgreSQL at once (does throughput grow?).
 #   bench/lists.sh [CASES]   (default 200000; the fixture is bench/api.sh's;
-#   PREPARE_ONLY=1 builds the fixtures and stops)
+#   PREPARE_ONLY=1 builds the fixtures and stops; ONLY_PG=1 measures an existing
+#   PostgreSQL copy alone, its values picked from it, for the queries of its built
+#   projections: QUERIES="case court_state court_opened updated" with cases only)
 # Needs wrk, sqlite3, pgbench and a PostgreSQL server (ISIR_BENCH_PG, default
 # postgres://postgres@127.0.0.1:5432): it makes the database isir_bench_CASES there
 # once (snapshot of the SQLite fixture restored, projections rebuilt) and keeps it.
@@ -29,6 +31,7 @@ VENV="${XDG_CACHE_HOME:-$HOME/.cache}/isir/datasette"
 cargo build --release -q
 BIN=target/release/isir
 source bench/lib.sh
+if [ -z "${ONLY_PG:-}" ]; then
 api_replica "$CASES" "$DB"
 # The SQLite projections and the PostgreSQL copy (the SQLite replica through a snapshot,
 # projections rebuilt) are built side by side: both read only the replica.
@@ -37,13 +40,20 @@ api_projections "$DB" &
 SQ=$!
 if [ -z "${ONLY_SQLITE:-}" ]; then pg_copy "$DB" "$PG" "$PGDB"; fi
 wait $SQ
+fi
 # Older fixtures get this release's list indexes and name index (`ensure` adds them).
-for url in "sqlite://$DB" $([ -z "${ONLY_SQLITE:-}" ] && echo "$PG/$PGDB"); do
-    ISIR_DATABASE__URL="$url" ISIR_LOG=warn $BIN project catch-up >/dev/null
+for url in $([ -z "${ONLY_PG:-}" ] && echo "sqlite://$DB") $([ -z "${ONLY_SQLITE:-}" ] && echo "$PG/$PGDB"); do
+    [ -n "${ONLY_PG:-}" ] || ISIR_DATABASE__URL="$url" ISIR_LOG=warn $BIN project catch-up >/dev/null
 done
 # PREPARE_ONLY=1: build the fixture and its PostgreSQL copy, measure nothing.
 [ -n "${PREPARE_ONLY:-}" ] && { echo "fixture ready: $DB and $PGDB"; exit 0; }
-echo "fixture: $(sqlite3 "$DB" "SELECT COUNT(*) FROM cases") cases, $(sqlite3 "$DB" "SELECT COUNT(*) FROM parties") parties, $(sqlite3 "$DB" "SELECT COUNT(*) FROM timeline") events"
+# A statement on the fixture the values come from (SQLite, or the PostgreSQL copy alone).
+q() { if [ -n "${ONLY_PG:-}" ]; then psql "$PG/$PGDB" -Atqc "$1"; else sqlite3 "$DB" "$1"; fi; }
+if [ -n "${ONLY_PG:-}" ]; then
+    echo "fixture (PostgreSQL copy alone): $(q "SELECT COUNT(*) FROM cases") cases, $(q "SELECT COUNT(*) FROM actions") actions"
+else
+    echo "fixture: $(q "SELECT COUNT(*) FROM cases") cases, $(q "SELECT COUNT(*) FROM parties") parties, $(q "SELECT COUNT(*) FROM timeline") events"
+fi
 
 WORK="$(mktemp -d)"
 PIDS=()
@@ -53,21 +63,25 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # The same random values for every server: cases, debtor IČOs, names (a surname's
 # first four letters and a given name's first two: what people type), court + state
 # pairs, court + a year of openings, dates, feed positions.
-pick_lookups "$DB" "$WORK"
+if [ -n "${ONLY_PG:-}" ]; then
+    q "SELECT year || '/' || number || '|' || replace(case_number, ' ', '%20') FROM cases WHERE year <= 2100 ORDER BY random() LIMIT 2000" >"$WORK/cases"
+else
+    pick_lookups "$DB" "$WORK"
+    sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || '%20' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
+        | python3 -c 'import sys, urllib.parse; [print(urllib.parse.quote(l.rstrip("\n").replace("%20", " "))) for l in sys.stdin]' >"$WORK/names"
+    sqlite3 "$DB" "SELECT action_id FROM timeline ORDER BY random() LIMIT 2000" >"$WORK/afters"
+fi
 cut -d'|' -f1 "$WORK/cases" >"$WORK/case_paths"
 cut -d'|' -f2 "$WORK/cases" | sed 's/%20/ /' >"$WORK/case_numbers"
-sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || '%20' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
-    | python3 -c 'import sys, urllib.parse; [print(urllib.parse.quote(l.rstrip("\n").replace("%20", " "))) for l in sys.stdin]' >"$WORK/names"
-sqlite3 "$DB" "SELECT court_short || '|' || state FROM cases WHERE court_short IS NOT NULL AND state IS NOT NULL GROUP BY court_short, state ORDER BY random() LIMIT 500" \
+q "SELECT court_short || '|' || state FROM cases WHERE court_short IS NOT NULL AND state IS NOT NULL GROUP BY court_short, state ORDER BY random() LIMIT 500" \
     | python3 -c 'import sys, urllib.parse
 for l in sys.stdin:
     c, s = l.rstrip("\n").split("|", 1)
     print(f"{c}|{urllib.parse.quote(s)}|{s}")' >"$WORK/court_state"
-sqlite3 "$DB" "SELECT court_short || '|' || substr(opened, 1, 4) FROM cases WHERE court_short IS NOT NULL GROUP BY court_short, substr(opened, 1, 4) ORDER BY random() LIMIT 500" >"$WORK/court_year"
-sqlite3 "$DB" "SELECT substr(latest_published, 1, 10) FROM cases ORDER BY random() LIMIT 500" >"$WORK/dates"
-sqlite3 "$DB" "SELECT action_id FROM timeline ORDER BY random() LIMIT 2000" >"$WORK/afters"
+q "SELECT court_short || '|' || substr(opened, 1, 4) FROM cases WHERE court_short IS NOT NULL GROUP BY court_short, substr(opened, 1, 4) ORDER BY random() LIMIT 500" >"$WORK/court_year"
+q "SELECT substr(latest_published, 1, 10) FROM cases ORDER BY random() LIMIT 500" >"$WORK/dates"
 awk -F'|' '{print $1 "\t" $2}' "$WORK/court_state" >"$WORK/cs_tab"
-CV="cases_v$(sqlite3 "$DB" "SELECT version FROM proj_meta WHERE name = 'cases'")"
+CV="cases_v$(q "SELECT version FROM proj_meta WHERE name = 'cases'")"
 NAME="$(basename "$DB" .db)"
 
 # wrk scripts: `$1` values file, `$2` path template with `%s` for a value, or with
@@ -117,9 +131,10 @@ serve() { # $1 database URL; sets SERVE_PORT (not in a subshell: PIDS must keep 
     for _ in $(seq 300); do curl -fs "http://127.0.0.1:$p/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
     SERVE_PORT="$p"
 }
-QUERIES="case ico name court_state court_opened updated events"
+QUERIES="${QUERIES:-case ico name court_state court_opened updated events}"
 echo "wrk: 2 threads, $CONN connections, $DUR s each, loopback; server, wrk and the database share this machine's $(nproc) cores"
 
+if [ -z "${ONLY_PG:-}" ]; then
 echo "== isir serve on SQLite"
 serve "sqlite://$DB"; PS=$SERVE_PORT
 for q in $QUERIES; do run_wrk "sqlite $q" "$PS" "$q"; done
@@ -132,6 +147,7 @@ PIDS+=($!)
 for _ in $(seq 300); do curl -fs "http://127.0.0.1:$PD/-/versions.json" >/dev/null 2>&1 && break; sleep 0.2; done
 for q in court_state court_opened updated; do run_wrk "datasette $q" "$PD" "ds_$q"; done
 kill "${PIDS[-1]}"; unset 'PIDS[-1]'
+fi
 
 [ -n "${ONLY_SQLITE:-}" ] && exit 0
 echo "== isir serve on PostgreSQL"
@@ -145,17 +161,20 @@ psql "$PG/$PGDB" -q <<SQL
 DROP TABLE IF EXISTS bench_v;
 CREATE TABLE bench_v (kind TEXT, i INT, a TEXT, b TEXT, PRIMARY KEY (kind, i));
 SQL
-load() { # $1 kind, $2 file (fields separated by |)
+load() { # $1 kind, $2 file (fields separated by |), when picked
+    [ -f "$2" ] || return 0
     awk -F'|' -v k="$1" '{ printf "%s\t%d\t%s\t%s\n", k, NR, $1, ($3 != "" ? $3 : $2) }' "$2" \
         | psql "$PG/$PGDB" -qc "COPY bench_v FROM STDIN"
 }
 load case "$WORK/case_numbers"; load ico "$WORK/icos"; load court_state "$WORK/court_state"
 load court_year "$WORK/court_year"; load date "$WORK/dates"; load after "$WORK/afters"
-sed 's/%20/ /' "$WORK/names" >"$WORK/names_plain"; load name "$WORK/names_plain"
-n() { wc -l <"$1"; }
+[ -f "$WORK/names" ] && { sed 's/%20/ /' "$WORK/names" >"$WORK/names_plain"; load name "$WORK/names_plain"; }
+n() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 V="(SELECT a FROM bench_v WHERE kind = '%s' AND i = :i)"
 W="(SELECT b FROM bench_v WHERE kind = '%s' AND i = :i)"
-pgq() { # $1 label, $2 values count, $3 SQL
+asked() { [[ " $QUERIES " == *" $1 "* ]]; }
+pgq() { # $1 label, $2 values count, $3 SQL (only for the queries asked)
+    asked "$1" || return 0
     printf '\\set i random(1, %s)\n%s;\n' "$2" "$3" >"$WORK/pg.sql"
     local out
     out=$(pgbench -n -M prepared -c "$CONN" -j 2 -T "$DUR" -f "$WORK/pg.sql" "$PG/$PGDB" 2>&1)
@@ -170,12 +189,13 @@ pgq court_state "$(n "$WORK/court_state")" "SELECT doc FROM cases WHERE court_sh
 pgq court_opened "$(n "$WORK/court_year")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_year) AND opened >= $(printf "$W" court_year) || '-01-01' AND opened <= $(printf "$W" court_year) || '-12-31' ORDER BY opened, case_number LIMIT 51"
 pgq updated "$(n "$WORK/dates")" "SELECT doc FROM cases WHERE latest_published >= $(printf "$V" date) ORDER BY latest_published DESC, case_number DESC LIMIT 51"
 # The feed's rows as the API reads them: every timeline column in a JSON object.
-EV="$(psql "$PG/$PGDB" -Atqc "SELECT 'json_build_object(' || string_agg(format('''%s'', %s', column_name, column_name), ', ' ORDER BY ordinal_position) || ')::text' FROM information_schema.columns WHERE table_name = 'timeline' AND table_schema = 'public'")"
+EV=""; asked events && EV="$(psql "$PG/$PGDB" -Atqc "SELECT 'json_build_object(' || string_agg(format('''%s'', %s', column_name, column_name), ', ' ORDER BY ordinal_position) || ')::text' FROM information_schema.columns WHERE table_name = 'timeline' AND table_schema = 'public'")"
 pgq events "$(n "$WORK/afters")" "SELECT $EV FROM timeline WHERE action_id > CAST($(printf "$V" after) AS BIGINT) ORDER BY action_id LIMIT 51"
 
 echo "== two isir serve processes on PostgreSQL at once (wrk per process: 1 thread, $((CONN / 2)) connections)"
 serve "$PG/$PGDB"; PP2=$SERVE_PORT
 for q in court_state events; do
+    asked "$q" || continue
     wrk -t1 -c$((CONN / 2)) -d"${DUR}s" --latency -s "$WORK/$q.lua" "http://127.0.0.1:$PP" | grep RESULT >"$WORK/a" &
     W1=$!
     wrk -t1 -c$((CONN / 2)) -d"${DUR}s" --latency -s "$WORK/$q.lua" "http://127.0.0.1:$PP2" | grep RESULT >"$WORK/b"
