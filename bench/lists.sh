@@ -33,13 +33,14 @@ BIN=target/release/isir
 source bench/lib.sh
 if [ -z "${ONLY_PG:-}" ]; then
 api_replica "$CASES" "$DB"
-# The SQLite projections and the PostgreSQL copy (the SQLite replica through a snapshot,
-# projections rebuilt) are built side by side: both read only the replica.
-# (ONLY_SQLITE=1: SQLite and Datasette only.)
-api_projections "$DB" &
-SQ=$!
+# The SQLite projections, then the PostgreSQL copy (the SQLite replica through a
+# snapshot, projections rebuilt). One after the other: a snapshot's long read holds
+# SQLite's checkpoints back, so a rebuild beside it grows the WAL without bound (13 GB
+# at a million cases, which filled this machine's disk). (ONLY_SQLITE=1: SQLite and
+# Datasette only.) Disk: about 30 GB + its projections for SQLite, 19 GB + projections
+# for PostgreSQL at a million cases.
+api_projections "$DB"
 if [ -z "${ONLY_SQLITE:-}" ]; then pg_copy "$DB" "$PG" "$PGDB"; fi
-wait $SQ
 fi
 # Older fixtures get this release's list indexes and name index (`ensure` adds them).
 for url in $([ -z "${ONLY_PG:-}" ] && echo "sqlite://$DB") $([ -z "${ONLY_SQLITE:-}" ] && echo "$PG/$PGDB"); do
@@ -65,6 +66,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # pairs, court + a year of openings, dates, feed positions.
 if [ -n "${ONLY_PG:-}" ]; then
     q "SELECT year || '/' || number || '|' || replace(case_number, ' ', '%20') FROM cases WHERE year <= 2100 ORDER BY random() LIMIT 2000" >"$WORK/cases"
+    q "SELECT DISTINCT ico, random() FROM parties WHERE ico IS NOT NULL AND role = 'DLUŽNÍK' ORDER BY 2 LIMIT 2000" | cut -d'|' -f1 >"$WORK/icos"
+    q "SELECT substr((doc::jsonb)->>'name', 1, 4) || '%20' || substr((doc::jsonb)->>'first_name', 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND (doc::jsonb)->>'first_name' IS NOT NULL ORDER BY random() LIMIT 2000" \
+        | python3 -c 'import sys, urllib.parse; [print(urllib.parse.quote(l.rstrip("\n").replace("%20", " "))) for l in sys.stdin]' >"$WORK/names"
+    q "SELECT action_id FROM timeline ORDER BY random() LIMIT 2000" >"$WORK/afters"
 else
     pick_lookups "$DB" "$WORK"
     sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || '%20' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
