@@ -390,6 +390,24 @@ async fn time_limit(b: Backend) {
         );
         tx.commit().await.unwrap();
     }
+    // A connection goes back to the pool without the limit a read armed on it: once that
+    // read's deadline has passed, a reader that arms nothing (`/readyz`, the notifier) on
+    // the same connection is not stopped by it (Schemathesis found `/readyz` answering
+    // 503 "ran past this server's time limit" this way).
+    let mut tx = isir::read::limit::begin(&state).await.unwrap();
+    tx.texts("SELECT CAST(1 AS TEXT)", &[]).await.unwrap();
+    tx.commit().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut tx = Tx::begin_read(&state.store).await.unwrap();
+    let n = tx
+        .texts(
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 200000) SELECT CAST(COUNT(*) AS TEXT) FROM c",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, ["200000"], "{b:?}");
+    tx.commit().await.unwrap();
     // A full pool: the second read waits `acquire_timeout`, then a 503 to retry.
     if b == Backend::Postgres {
         let held = isir::read::limit::begin(&state).await.unwrap();

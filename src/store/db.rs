@@ -67,9 +67,8 @@ impl Store {
                 .foreign_keys(true);
             // A SQLite connection is a file handle that does not go stale: no ping
             // before each use (on the read path that ping is a thread round trip).
-            let pool = SqlitePoolOptions::new()
+            let pool = sqlite_pool()
                 .max_connections(max_connections)
-                .test_before_acquire(false)
                 .connect_with(opts)
                 .await?;
             Ok(Store::Sqlite(pool))
@@ -93,9 +92,8 @@ impl Store {
                 .pragma("cache_size", CACHE_SIZE);
             // A SQLite connection is a file handle that does not go stale: no ping
             // before each use (on the read path that ping is a thread round trip).
-            let pool = SqlitePoolOptions::new()
+            let pool = sqlite_pool()
                 .max_connections(max_connections)
-                .test_before_acquire(false)
                 .connect_with(opts)
                 .await?;
             Ok(Store::Sqlite(pool))
@@ -136,10 +134,9 @@ impl Store {
                 if name.is_empty() || name.contains(":memory:") || name.contains("mode=memory") {
                     return (self.clone(), false);
                 }
-                let pool = SqlitePoolOptions::new()
+                let pool = sqlite_pool()
                     .max_connections(max)
                     .acquire_timeout(wait)
-                    .test_before_acquire(false)
                     .connect_lazy_with(opts);
                 (Store::Sqlite(pool), true)
             }
@@ -503,4 +500,20 @@ where
         number_in_section: r.try_get(8)?,
         note: r.try_get(9)?,
     })
+}
+
+/// The options of every SQLite pool: no ping before each use (a SQLite connection is a
+/// file handle that does not go stale; on the read path that ping is a thread round
+/// trip), and a connection comes back without the read time limit a request armed on it
+/// ([`crate::read::limit`]), so a later reader on it is never stopped by another
+/// request's expired deadline.
+fn sqlite_pool() -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
+        .test_before_acquire(false)
+        .after_release(|conn, _| {
+            Box::pin(async move {
+                conn.lock_handle().await?.remove_progress_handler();
+                Ok(true)
+            })
+        })
 }
