@@ -91,11 +91,7 @@ pub(crate) async fn subjects(
     let next = match rows.last().filter(|_| more) {
         None => None,
         Some(l) => {
-            let parts: Vec<String> = columns::cells(l, &["case_number", "court", "person_id"])
-                .map_err(Problem::internal)?
-                .iter()
-                .map(|c| c.as_str().to_string())
-                .collect();
+            let parts = keyset(l)?;
             let f = q
                 .get("format")
                 .map(|f| format!("&format={f}"))
@@ -161,12 +157,18 @@ impl super::stream::Pages for SubjectPages {
     async fn next(&mut self, tx: &mut Tx, n: i64) -> Result<Vec<String>, Problem> {
         let rows = queries::subjects_text(tx, self.col, &self.keys, &self.after, n).await?;
         if let Some(l) = rows.last() {
-            self.after = columns::cells(l, &["case_number", "court", "person_id"])
-                .map_err(Problem::internal)?
-                .iter()
-                .map(|c| c.as_str().to_string())
-                .collect();
+            self.after = keyset(l)?;
         }
         Ok(rows)
     }
+}
+
+/// A person row's keyset position (case number, court, person ID): a page's cursor and
+/// where a stream's next statement starts.
+fn keyset(row: &str) -> Result<Vec<String>, Problem> {
+    Ok(columns::cells(row, &["case_number", "court", "person_id"])
+        .map_err(Problem::internal)?
+        .iter()
+        .map(|c| c.as_str().to_string())
+        .collect())
 }

@@ -65,8 +65,6 @@ impl Store {
                 .busy_timeout(Duration::from_secs(30))
                 .pragma("cache_size", CACHE_SIZE)
                 .foreign_keys(true);
-            // A SQLite connection is a file handle that does not go stale: no ping
-            // before each use (on the read path that ping is a thread round trip).
             let pool = sqlite_pool()
                 .max_connections(max_connections)
                 .connect_with(opts)
@@ -90,8 +88,6 @@ impl Store {
                 .read_only(true)
                 .busy_timeout(Duration::from_secs(30))
                 .pragma("cache_size", CACHE_SIZE);
-            // A SQLite connection is a file handle that does not go stale: no ping
-            // before each use (on the read path that ping is a thread round trip).
             let pool = sqlite_pool()
                 .max_connections(max_connections)
                 .connect_with(opts)
