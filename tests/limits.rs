@@ -283,6 +283,69 @@ async fn plans(b: Backend) {
     }
 }
 
+/// A name search for a text that matches many persons walks the cases newest first on
+/// their latest action's index, each case's persons by their key: no scan of the name
+/// index and no sort of every match.
+async fn search_walk_plan(b: Backend) {
+    let (store, _db) = store(b).await;
+    let mut tx = Tx::begin_read(&store).await.unwrap();
+    let at = isir::read::search::Tables::of(&mut tx).await.unwrap();
+    tx.commit().await.unwrap();
+    let s = isir::read::search::Search {
+        words: vec!["nov".into(), "ja".into()],
+        court: Some("KSPH".into()),
+        role: Some("DLUŽNÍK".into()),
+        ..Default::default()
+    };
+    let after = isir::read::search::After {
+        tier: 1,
+        latest: 1000,
+        key: ["INS 1/2020".into(), "KSPH".into(), "1".into()],
+    };
+    for a in [None, Some(&after)] {
+        let (sql, binds) = isir::read::search::walk_sql(&s, a, 51, at);
+        let plan = explain(&store, &sql, &binds).await;
+        let what = format!("{b:?} search walk (after: {})", a.is_some());
+        if b == Backend::Postgres {
+            assert!(
+                plan.contains("Index Scan Backward using cases_v1_latest"),
+                "{what}: cases newest first by index\n{plan}"
+            );
+            assert!(
+                !plan.contains("Seq Scan") && !plan.contains("Bitmap"),
+                "{what}\n{plan}"
+            );
+        } else {
+            let first = plan
+                .lines()
+                .find(|l| l.contains("SCAN") || l.contains("SEARCH"))
+                .unwrap_or("");
+            assert!(
+                first.contains("c USING") && first.contains("_latest"),
+                "{what}: cases newest first by index\n{plan}"
+            );
+            // The name row by its rowid (FTS5's plan `0:=`), not a scan of the index.
+            assert!(
+                plan.contains("SEARCH f USING INDEX") && plan.contains("VIRTUAL TABLE INDEX 0:="),
+                "{what}: each case's persons by key\n{plan}"
+            );
+            // Only the page's rows (`h`) are sorted whole.
+            let walk = plan.split("SCAN h").next().unwrap();
+            assert!(
+                !walk.contains("TEMP B-TREE FOR ORDER BY"),
+                "{what}: no sort of every match\n{plan}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_name_search_of_many_matches_walks_the_cases() {
+    for b in BOTH {
+        search_walk_plan(b).await;
+    }
+}
+
 #[tokio::test]
 async fn every_list_shape_is_an_index_walk() {
     for b in BOTH {
@@ -440,6 +503,52 @@ async fn a_read_past_its_time_limit_is_stopped_sqlite() {
 #[tokio::test]
 async fn a_read_past_its_time_limit_is_stopped_postgres() {
     time_limit(Backend::Postgres).await;
+}
+
+/// A store forced into phase `serve` before its projections are built (an operator's
+/// `isir phase set serve --force` while a first rebuild runs): the tables a read needs
+/// do not exist yet; every answer is a 503 to retry that says so, not a 500.
+async fn unbuilt_projection(b: Backend) {
+    let db = common::fresh_db(b).await;
+    let store = common::store(&db).await;
+    isir::projection::ensure(&store, "cases").await.unwrap();
+    store.set_setting("phase", "serve").await.unwrap();
+    let (base, _stop) = common::serve_api(isir::read::ReadState::new(
+        store.clone(),
+        isir::read::ReadOptions::default(),
+    ))
+    .await;
+    let http = reqwest::Client::new();
+    for path in [
+        "/v1/cases/2008/1",
+        "/v1/cases?court=KSPH",
+        "/v1/events",
+        "/v1/search?q=novak",
+        "/v1/subjects?ico=12345678",
+        "/readyz",
+    ] {
+        let r = http.get(format!("{base}{path}")).send().await.unwrap();
+        let status = r.status().as_u16();
+        let retry = r
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(status, 503, "{b:?} {path}: {body}");
+        assert_eq!(retry.as_deref(), Some("60"), "{b:?} {path}");
+        let detail = body["detail"].as_str().unwrap_or_default();
+        assert!(detail.contains("not built yet"), "{b:?} {path}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn a_projection_not_built_is_a_503_sqlite() {
+    unbuilt_projection(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_projection_not_built_is_a_503_postgres() {
+    unbuilt_projection(Backend::Postgres).await;
 }
 
 /// Behind a trusted proxy the rate limit keys on `X-Forwarded-For`'s client; from an

@@ -109,7 +109,10 @@ fn q(s: &str) -> String {
     isir::read::params::url_escape(s)
 }
 
-async fn search(b: Backend) {
+/// `cap`: the persons a search ranks whole at most (`None`: the default); a small cap
+/// takes the walk of the cases newest first for every text that matches more, and its
+/// answers are compared with a server of the default's.
+async fn search(b: Backend, cap: Option<i64>) {
     let (sim, url, _g) = common::sim(20_000, 1000, 43).await;
     let db = common::fresh_db(b).await;
     let mut s = common::settings(&url, &db);
@@ -129,6 +132,11 @@ async fn search(b: Backend) {
             scopes: vec!["pii".into()],
         }],
         ..Default::default()
+    };
+    let ranked_opts = opts.clone();
+    let opts = isir::read::ReadOptions {
+        search_candidates: cap.unwrap_or(opts.search_candidates),
+        ..opts
     };
     let (base, stop) = common::serve_api(isir::read::ReadState::new(app.store.clone(), opts)).await;
     let api = Api {
@@ -465,6 +473,53 @@ async fn search(b: Backend) {
         assert!(!body["detail"].as_str().unwrap().is_empty());
     }
 
+    // A text that matches more persons than the cap reads its exact names ranked and
+    // the rest by walking the cases newest first: page by page, the same answers as
+    // every match ranked whole (each checked against the truth above).
+    if let Some(cap) = cap {
+        let (base, stop) =
+            common::serve_api(isir::read::ReadState::new(app.store.clone(), ranked_opts)).await;
+        let ranked = Api {
+            base,
+            http: reqwest::Client::new(),
+            _stop: stop,
+        };
+        let mut texts = vec![
+            format!("q={probe}"),
+            format!("q={probe}&role=DLU%C5%BDN%C3%8DK"),
+            format!("q={probe}&kind=person"),
+            format!("q={probe}&court={court}"),
+            format!("q={sur}&birth_year={year}"),
+        ];
+        for d in people.iter().take(6) {
+            let (first, sur) = (
+                d.person.first_name.clone().unwrap(),
+                d.person.name.clone().unwrap(),
+            );
+            texts.push(format!("q={}", q(&format!("{first} {sur}"))));
+            texts.push(format!(
+                "q={}",
+                q(&format!(
+                    "{} {}",
+                    sur.chars().take(3).collect::<String>(),
+                    first.chars().take(2).collect::<String>()
+                ))
+            ));
+        }
+        let mut walked = 0;
+        for t in &texts {
+            let a = api
+                .walk(&format!("/v1/search?{t}&limit=7"), Some("k-pii"))
+                .await;
+            let b = ranked
+                .walk(&format!("/v1/search?{t}&limit=7"), Some("k-pii"))
+                .await;
+            assert_eq!(a, b, "{t}: walked and ranked pages differ");
+            walked += (a.len() as i64 > cap) as usize;
+        }
+        assert!(walked >= 5, "texts that match more than the cap: {walked}");
+    }
+
     // The search page uses the same search.
     let page = api
         .http
@@ -503,7 +558,13 @@ async fn search(b: Backend) {
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    assert_eq!(api.get(&format!("/v1/search?q={probe}"), None).await.0, 500);
+    // Until then a search is a 503 to retry that says the index is not built.
+    let (status, body) = api.get(&format!("/v1/search?q={probe}"), None).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["detail"].as_str().unwrap().contains("not built yet"),
+        "{body}"
+    );
     projection::ensure(&app.store, "parties").await.unwrap();
     assert_eq!(
         api.walk(&format!("/v1/search?q={probe}&limit=1000"), None)
@@ -528,10 +589,20 @@ fn tier_full(r: &Value, full: &str) -> bool {
 
 #[tokio::test]
 async fn name_search_sqlite() {
-    search(Backend::Sqlite).await;
+    search(Backend::Sqlite, None).await;
 }
 
 #[tokio::test]
 async fn name_search_postgres() {
-    search(Backend::Postgres).await;
+    search(Backend::Postgres, None).await;
+}
+
+#[tokio::test]
+async fn name_search_walking_the_cases_sqlite() {
+    search(Backend::Sqlite, Some(3)).await;
+}
+
+#[tokio::test]
+async fn name_search_walking_the_cases_postgres() {
+    search(Backend::Postgres, Some(3)).await;
 }

@@ -95,7 +95,12 @@ pub(crate) async fn search(
     if stream::asked(&q, format)? {
         let (mut tx, wm) = watermark::open(&state).await?;
         let at = search::Tables::of(&mut tx).await?;
-        let pages = SearchPages { s, at, after: None };
+        let pages = SearchPages {
+            s,
+            cap: state.opts.search_candidates,
+            at,
+            after: None,
+        };
         let caller = caller.as_ref().map(|c| &c.0);
         return stream::respond(
             &state,
@@ -111,7 +116,15 @@ pub(crate) async fn search(
     let counting = count_of(&q, &headers)?;
     let (mut tx, wm) = watermark::open_list(&state, counting.is_some()).await?;
     let at = search::Tables::of(&mut tx).await?;
-    let mut hits = search::search(&mut tx, at, &s, after.as_ref(), limit + 1).await?;
+    let mut hits = search::search(
+        &mut tx,
+        at,
+        &s,
+        after.as_ref(),
+        limit + 1,
+        state.opts.search_candidates,
+    )
+    .await?;
     let counted = match counting {
         Some(kind) => {
             let (sql, binds) = search::sql(&s, None, limit, at);
@@ -150,6 +163,7 @@ pub(crate) async fn search(
 /// A search page after page (a whole-result stream).
 struct SearchPages {
     s: Search,
+    cap: i64,
     at: search::Tables,
     after: Option<After>,
 }
@@ -161,7 +175,7 @@ impl stream::Pages for SearchPages {
         tx: &mut crate::projection::sql::Tx,
         n: i64,
     ) -> Result<Vec<String>, Problem> {
-        let hits = search::search(tx, self.at, &self.s, self.after.as_ref(), n).await?;
+        let hits = search::search(tx, self.at, &self.s, self.after.as_ref(), n, self.cap).await?;
         if let Some(l) = hits.last() {
             self.after = Some(After::of(l)?);
         }

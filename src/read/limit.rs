@@ -17,6 +17,8 @@ use crate::store::direct;
 pub const RETRY_AFTER_TIMEOUT: u64 = 5;
 /// Seconds a client is told to wait when every read connection was busy.
 pub const RETRY_AFTER_BUSY: u64 = 1;
+/// Seconds a client is told to wait when a projection the answer reads is not built.
+pub const RETRY_AFTER_UNBUILT: u64 = 60;
 
 /// Whether `e` is a statement stopped by its time limit.
 pub fn timed_out(e: &sqlx::Error) -> bool {
@@ -29,9 +31,30 @@ pub fn timed_out(e: &sqlx::Error) -> bool {
     }
 }
 
-/// The problem of a failed read: a timeout or a full pool is a 503 with `Retry-After`,
-/// anything else a 500.
+/// Whether `e` is a statement on a table that does not exist: a projection whose first
+/// build has not swapped its table in yet, on a store an operator forced into phase
+/// `serve` (PostgreSQL `undefined_table`; SQLite "no such table", from sqlx or from a
+/// direct connection).
+pub fn missing_table(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => {
+            d.code().as_deref() == Some("42P01") || d.message().starts_with("no such table")
+        }
+        sqlx::Error::Io(io) => io.to_string().contains("no such table"),
+        _ => false,
+    }
+}
+
+/// The problem of a failed read: a timeout, a full pool or a projection not built yet is
+/// a 503 with `Retry-After`, anything else a 500.
 pub fn problem(e: sqlx::Error) -> Problem {
+    if missing_table(&e) {
+        return Problem::unavailable(
+            "a projection this answer reads is not built yet (`isir project status`; \
+             `isir project catch-up` builds it); try again later",
+        )
+        .retry_after(RETRY_AFTER_UNBUILT);
+    }
     if timed_out(&e) {
         crate::telemetry::read_timeout("statement");
         return Problem::unavailable(

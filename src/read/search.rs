@@ -1,8 +1,10 @@
 //! Name search: persons whose names hold every searched word as a word or a word's
 //! prefix, in any order, case and diacritics ignored, legal-form suffixes ignored;
 //! ranked (the exact full name first, then the others), then by their case's latest
-//! action, keyset-paged. One statement on each engine's own text index (SQLite FTS5,
-//! PostgreSQL `tsvector` with GIN), which the JSON API and the search page share.
+//! action, keyset-paged, on each engine's own text index (SQLite FTS5, PostgreSQL
+//! `tsvector` with GIN), which the JSON API and the search page share. A text matching
+//! more than [`CANDIDATES`] persons is not ranked whole: its exact names are, and the
+//! rest is read by walking the cases newest first until the page is full.
 //!
 //! Reads the `names`, `parties` and `cases` views in the caller's snapshot; never
 //! writes. An erased debtor has no `names` or `parties` row, so never matches.
@@ -16,6 +18,12 @@ pub const MAX_TEXT: usize = 200;
 
 /// Words a search takes at most.
 pub const MAX_WORDS: usize = 8;
+
+/// Persons a search ranks whole at most: a text that matches more is read by walking
+/// the cases newest first instead ([`search`]). Ranking costs about a row a match; the
+/// walk about `limit × persons / matches` rows: at 10 000 both stay near ten thousand
+/// rows at a million cases (5.9 million persons) and a page of 50.
+pub const CANDIDATES: i64 = 10_000;
 
 /// A parsed search.
 #[derive(Debug, Clone, Default)]
@@ -113,23 +121,28 @@ impl Search {
     }
 }
 
-/// The full-text condition for `words` on this back end: every word as a prefix.
-fn match_expr(words: &[String], pg: bool) -> String {
+/// The full-text condition for `words` on this back end: every word as a prefix, or
+/// (`prefix` false) every word whole.
+fn match_expr(words: &[String], pg: bool, prefix: bool) -> String {
     // The words are letters and digits only (`search_words` splits at anything else),
     // so they need no quoting beyond the engine's own.
-    if pg {
-        words
-            .iter()
-            .map(|w| format!("{w}:*"))
-            .collect::<Vec<_>>()
-            .join(" & ")
-    } else {
-        words
-            .iter()
-            .map(|w| format!("\"{w}\"*"))
-            .collect::<Vec<_>>()
-            .join(" AND ")
-    }
+    let (star, and) = match (pg, prefix) {
+        (true, true) => (":*", " & "),
+        (true, false) => ("", " & "),
+        (false, true) => ("*", " AND "),
+        (false, false) => ("", " AND "),
+    };
+    words
+        .iter()
+        .map(|w| {
+            if pg {
+                format!("{w}{star}")
+            } else {
+                format!("\"{w}\"{star}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(and)
 }
 
 /// The tables a search reads: the views (PostgreSQL), or on SQLite the live versions'
@@ -153,93 +166,197 @@ impl Tables {
             },
         )
     }
+
+    /// `names`, `parties` and `cases`.
+    fn names(self) -> [String; 3] {
+        match self {
+            Tables::Views => ["names".into(), "parties".into(), "cases".into()],
+            Tables::Sqlite { parties, cases } => [
+                format!("names_v{parties}"),
+                format!("parties_v{parties}"),
+                format!("cases_v{cases}"),
+            ],
+        }
+    }
 }
 
-/// The statement and its binds: `tier|latest|doc` of each match (the tier 0 for the
-/// exact name, the case's latest action), at most `limit`, in rank order.
-///
-/// The ranking reads only the name index and the cases' latest actions; the persons'
-/// documents are read for the page's rows alone (on SQLite by rowid).
-pub fn sql(s: &Search, after: Option<&After>, limit: i64, at: Tables) -> (String, Vec<Val>) {
-    let pg = at == Tables::Views;
-    let (names, parties, cases) = match at {
-        Tables::Views => (
-            "names".to_string(),
-            "parties".to_string(),
-            "cases".to_string(),
-        ),
-        Tables::Sqlite { parties, cases } => (
-            format!("names_v{parties}"),
-            format!("parties_v{parties}"),
-            format!("cases_v{cases}"),
-        ),
-    };
-    let mut binds: Vec<Val> = vec![match_expr(&s.words, pg).into(), exact_key(&s.words).into()];
-    let matches = if pg {
-        "to_tsvector('simple', n.words) @@ to_tsquery('simple', $1)".to_string()
-    } else {
-        format!("{names} MATCH $1")
-    };
-    let mut conds = vec![matches];
-    fn add(conds: &mut Vec<String>, binds: &mut Vec<Val>, cond: &str, v: Val) {
-        binds.push(v);
-        conds.push(cond.replace('?', &format!("${}", binds.len())));
+/// How a statement finds its persons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// Every match of the text index (each word a prefix), ranked whole: the exact name
+    /// first, then by the case's latest action.
+    Ranked,
+    /// The exact names alone (tier 0): the text index's whole-word matches whose words
+    /// are the searched words.
+    Exact,
+    /// The other matches (tier 1), by walking the cases newest first and keeping the
+    /// persons whose words start so: a walk of about `limit × persons / matches` rows,
+    /// for a text that matches too many persons to rank them whole.
+    Walk,
+}
+
+/// A statement's binds, numbered as they are added.
+#[derive(Default)]
+struct Binds(Vec<Val>);
+
+impl Binds {
+    fn add(&mut self, v: impl Into<Val>) -> String {
+        self.0.push(v.into());
+        format!("${}", self.0.len())
     }
+}
+
+/// The `FROM` and `WHERE` of the persons `how` finds (no keyset position), with the
+/// tier expression; `rid` selects a SQLite person's rowid.
+struct Parts {
+    from: String,
+    conds: Vec<String>,
+    tier: String,
+    rid: &'static str,
+    binds: Binds,
+}
+
+fn parts(s: &Search, at: Tables, how: How) -> Parts {
+    let pg = at == Tables::Views;
+    let [names, parties, cases] = at.names();
+    let mut b = Binds::default();
+    let exact = b.add(exact_key(&s.words));
+    let tier = format!("CASE WHEN n.exact = {exact} THEN 0 ELSE 1 END");
+    let mut conds = Vec::new();
+    match how {
+        How::Ranked | How::Exact => {
+            let m = b.add(match_expr(&s.words, pg, how == How::Ranked));
+            conds.push(if pg {
+                format!("to_tsvector('simple', n.words) @@ to_tsquery('simple', {m})")
+            } else {
+                format!("{names} MATCH {m}")
+            });
+            if how == How::Exact {
+                conds.push(format!("n.exact = {exact}"));
+            }
+        }
+        How::Walk => {
+            conds.push(format!("n.exact <> {exact}"));
+            // `words` is the folded words with one space between: a word that starts
+            // so follows the start or a space.
+            for w in &s.words {
+                let p = b.add(format!("% {w}%"));
+                conds.push(format!("(' ' || n.words) LIKE {p}"));
+            }
+        }
+    }
+    if let Some(r) = &s.role {
+        conds.push(format!("f.role = {}", b.add(r.as_str())));
+    }
+    if let Some(c) = &s.court {
+        conds.push(format!("c.court_short = {}", b.add(c.as_str())));
+    }
+    if let Some(y) = s.birth_year {
+        conds.push(format!("n.birth_year = {}", b.add(y)));
+    }
+    if !s.kinds.is_empty() {
+        let marks: Vec<String> = s.kinds.iter().map(|k| b.add(k.as_str())).collect();
+        conds.push(format!("f.kind IN ({})", marks.join(", ")));
+    }
+    // The person's row joins only when a filter needs its fields (and on SQLite for a
+    // walk, which finds a person's name row by the rowid of its `parties` row).
+    let filtered = s.role.is_some() || !s.kinds.is_empty();
     let person = |alias: &str| match at {
         Tables::Views => format!(
             "{alias}.case_number = n.case_number AND {alias}.court = n.court AND {alias}.person_id = n.person_id"
         ),
         Tables::Sqlite { .. } => format!("{alias}.rowid = n.rowid"),
     };
-    // The person's row joins the ranking only when a filter needs its fields.
-    let filtered = s.role.is_some() || !s.kinds.is_empty();
-    if let Some(r) = &s.role {
-        add(&mut conds, &mut binds, "f.role = ?", r.as_str().into());
+    let from = match (how, pg) {
+        // Cases newest first, each case's persons by the table's key (SQLite keeps the
+        // join order as written: CROSS JOIN).
+        (How::Walk, false) => format!(
+            "{cases} c CROSS JOIN {parties} f ON f.case_number = c.case_number \
+             CROSS JOIN {names} n ON n.rowid = f.rowid"
+        ),
+        (How::Walk, true) => format!(
+            "{cases} c JOIN {names} n ON n.case_number = c.case_number{}",
+            if filtered {
+                format!(" JOIN {parties} f ON {}", person("f"))
+            } else {
+                String::new()
+            }
+        ),
+        _ => format!(
+            "{names} n JOIN {cases} c ON c.case_number = n.case_number{}",
+            if filtered {
+                format!(" JOIN {parties} f ON {}", person("f"))
+            } else {
+                String::new()
+            }
+        ),
+    };
+    Parts {
+        from,
+        conds,
+        tier,
+        rid: if pg { "" } else { "n.rowid AS rid, " },
+        binds: b,
     }
-    if let Some(c) = &s.court {
-        add(
-            &mut conds,
-            &mut binds,
-            "c.court_short = ?",
-            c.as_str().into(),
-        );
-    }
-    if let Some(y) = s.birth_year {
-        add(&mut conds, &mut binds, "n.birth_year = ?", y.into());
-    }
-    if !s.kinds.is_empty() {
-        let mut marks = Vec::new();
-        for k in &s.kinds {
-            binds.push(k.as_str().into());
-            marks.push(format!("${}", binds.len()));
-        }
-        conds.push(format!("f.kind IN ({})", marks.join(", ")));
-    }
-    let tier = "CASE WHEN n.exact = $2 THEN 0 ELSE 1 END";
+}
+
+/// The statement and its binds: `tier|latest|doc` of each match (the tier 0 for the
+/// exact name, the case's latest action), at most `limit`, in rank order; every match
+/// of the text index ranked whole (what a count counts).
+///
+/// The ranking reads only the name index and the cases' latest actions; the persons'
+/// documents are read for the page's rows alone (on SQLite by rowid).
+pub fn sql(s: &Search, after: Option<&After>, limit: i64, at: Tables) -> (String, Vec<Val>) {
+    statement(s, after, limit, at, How::Ranked)
+}
+
+/// The walk's statement for the persons of tier 1 after `after` (a tier-1 position):
+/// what [`search`] reads for a text that matches more than its cap.
+pub fn walk_sql(s: &Search, after: Option<&After>, limit: i64, at: Tables) -> (String, Vec<Val>) {
+    statement(s, after, limit, at, How::Walk)
+}
+
+fn statement(
+    s: &Search,
+    after: Option<&After>,
+    limit: i64,
+    at: Tables,
+    how: How,
+) -> (String, Vec<Val>) {
+    let [_, parties, _] = at.names();
+    let Parts {
+        from,
+        mut conds,
+        tier,
+        rid,
+        binds: mut b,
+    } = parts(s, at, how);
     if let Some(a) = after {
-        let b = binds.len();
-        binds.extend([
-            a.tier.into(),
-            (-a.latest).into(),
-            a.key[0].as_str().into(),
-            a.key[1].as_str().into(),
-            a.key[2].as_str().into(),
-        ]);
-        conds.push(format!(
-            "({tier}, -c.latest_action_id, n.case_number, n.court, n.person_id) > (${}, ${}, ${}, ${}, ${})",
-            b + 1,
-            b + 2,
-            b + 3,
-            b + 4,
-            b + 5
-        ));
+        let (case, court, person) = (
+            b.add(a.key[0].as_str()),
+            b.add(a.key[1].as_str()),
+            b.add(a.key[2].as_str()),
+        );
+        if how == How::Walk {
+            // Every person of a walk is of tier 1 (the caller passes a tier-1 position);
+            // the case's latest action bounds the index walk.
+            let l = b.add(a.latest);
+            conds.push(format!(
+                "c.latest_action_id <= {l} AND (c.latest_action_id < {l} OR \
+                 (n.case_number, n.court, n.person_id) > ({case}, {court}, {person}))"
+            ));
+        } else {
+            let (t, l) = (b.add(a.tier), b.add(-a.latest));
+            conds.push(format!(
+                "({tier}, -c.latest_action_id, n.case_number, n.court, n.person_id) > ({t}, {l}, {case}, {court}, {person})"
+            ));
+        }
     }
-    binds.push(limit.into());
-    let rid = if pg { "" } else { "n.rowid AS rid, " };
-    let filter_join = if filtered {
-        format!("JOIN {parties} f ON {} ", person("f"))
+    let lim = b.add(limit);
+    let order = if how == How::Walk {
+        "c.latest_action_id DESC, n.case_number, n.court, n.person_id"
     } else {
-        String::new()
+        "tier, latest DESC, n.case_number, n.court, n.person_id"
     };
     let page_join = match at {
         Tables::Views => {
@@ -250,15 +367,30 @@ pub fn sql(s: &Search, after: Option<&After>, limit: i64, at: Tables) -> (String
     // One text per row: the numbers first, then the document (which may hold `|`).
     let sql = format!(
         "WITH h AS (SELECT {rid}{tier} AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id \
-         FROM {names} n JOIN {cases} c ON c.case_number = n.case_number {filter_join}\
-         WHERE {} ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT ${}) \
+         FROM {from} WHERE {} ORDER BY {order} LIMIT {lim}) \
          SELECT CAST(h.tier AS TEXT) || '|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h \
          JOIN {parties} p ON {page_join} \
          ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id",
         conds.join(" AND "),
-        binds.len()
     );
-    (sql, binds)
+    (sql, b.0)
+}
+
+/// Whether more than `cap` persons match `s` (the text index's prefix matches, with the
+/// filters): read at most `cap + 1` of them, unranked.
+fn many_sql(s: &Search, at: Tables, cap: i64) -> (String, Vec<Val>) {
+    let Parts {
+        from,
+        conds,
+        binds: mut b,
+        ..
+    } = parts(s, at, How::Ranked);
+    let lim = b.add(cap + 1);
+    let sql = format!(
+        "SELECT CAST(COUNT(*) AS TEXT) FROM (SELECT 1 FROM {from} WHERE {} LIMIT {lim}) m",
+        conds.join(" AND ")
+    );
+    (sql, b.0)
 }
 
 /// One match: the person's stored document, its tier (0 the exact name) and its case's
@@ -271,15 +403,47 @@ pub struct Hit {
 }
 
 /// The persons matching `s` after `after`, at most `limit`, in rank order.
+///
+/// A text that matches at most `cap` persons (with the filters) is ranked whole, in one
+/// statement. One that matches more (a common prefix: `nov`, `ja`) is not: its exact
+/// names are ranked alone, then the rest is read by walking the cases newest first,
+/// which stops at the page's end. Both give the same order, so a cursor of one holds
+/// for the other.
 pub async fn search(
     tx: &mut Tx,
     at: Tables,
     s: &Search,
     after: Option<&After>,
     limit: i64,
+    cap: i64,
 ) -> Result<Vec<Hit>, Problem> {
-    let (sql, binds) = sql(s, after, limit, at);
-    let rows = tx.texts(&sql, &binds).await?;
+    let (sql, binds) = many_sql(s, at, cap);
+    let n: i64 = tx
+        .texts(&sql, &binds)
+        .await?
+        .pop()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    if n <= cap {
+        let (sql, binds) = statement(s, after, limit, at, How::Ranked);
+        return hits(tx, &sql, &binds).await;
+    }
+    let mut out = Vec::new();
+    if after.is_none_or(|a| a.tier == 0) {
+        let (sql, binds) = statement(s, after, limit, at, How::Exact);
+        out = hits(tx, &sql, &binds).await?;
+    }
+    let rest = limit - out.len() as i64;
+    if rest > 0 {
+        let after = after.filter(|a| a.tier > 0);
+        let (sql, binds) = statement(s, after, rest, at, How::Walk);
+        out.extend(hits(tx, &sql, &binds).await?);
+    }
+    Ok(out)
+}
+
+async fn hits(tx: &mut Tx, sql: &str, binds: &[Val]) -> Result<Vec<Hit>, Problem> {
+    let rows = tx.texts(sql, binds).await?;
     rows.into_iter()
         .map(|r| {
             let mut it = r.splitn(3, '|');
@@ -318,7 +482,9 @@ mod tests {
     #[test]
     fn match_expressions() {
         let w = vec!["novak".to_string(), "ja".to_string()];
-        assert_eq!(match_expr(&w, false), "\"novak\"* AND \"ja\"*");
-        assert_eq!(match_expr(&w, true), "novak:* & ja:*");
+        assert_eq!(match_expr(&w, false, true), "\"novak\"* AND \"ja\"*");
+        assert_eq!(match_expr(&w, true, true), "novak:* & ja:*");
+        assert_eq!(match_expr(&w, false, false), "\"novak\" AND \"ja\"");
+        assert_eq!(match_expr(&w, true, false), "novak & ja");
     }
 }

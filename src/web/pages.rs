@@ -156,7 +156,15 @@ pub async fn search(
                 .map(|a| After::unseal(&privacy, a))
                 .transpose()?;
             let at = search::Tables::of(&mut tx).await?;
-            let hits = search::search(&mut tx, at, &s, after.as_ref(), PAGE + 1).await?;
+            let hits = search::search(
+                &mut tx,
+                at,
+                &s,
+                after.as_ref(),
+                PAGE + 1,
+                state.opts.search_candidates,
+            )
+            .await?;
             let mut rows = Vec::with_capacity(hits.len());
             for h in &hits {
                 rows.push(serde_json::from_str(&h.doc).map_err(Problem::internal)?);
