@@ -127,6 +127,18 @@ run_wrk() { # $1 label, $2 port, $3 lua, [$4 connections]
     read -r _ reqs rps p50 p99 errs <<<"$out"
     printf "%-36s %8s req/s  p50 %7s ms  p99 %7s ms  errors %s\n" "$1" "$rps" "$p50" "$p99" "$errs"
     echo "$rps" >"$WORK/$3.$2.rps"
+    settle "$2"
+}
+# Waits (at most 30 s) until the server on port `$1` answers /readyz within 20 ms: wrk
+# stops sending at its end, but requests it left in flight (a slow name search's) still
+# run on the server and would weigh on the next query's figures.
+settle() {
+    local t
+    for _ in $(seq 60); do
+        t=$(curl -s -o /dev/null -w '%{time_total}' "http://127.0.0.1:$1/readyz" || echo 9)
+        awk -v t="$t" 'BEGIN { exit !(t < 0.02) }' && return 0
+        sleep 0.5
+    done
 }
 serve() { # $1 database URL; sets SERVE_PORT (not in a subshell: PIDS must keep the PID)
     local p; p=$(free_port)

@@ -127,8 +127,14 @@ pub async fn run(app: &App, cmd: ProjectCmd) -> anyhow::Result<Exit> {
             let mut done = Vec::new();
             for n in names(name) {
                 let t = std::time::Instant::now();
-                let m = projection::rebuild(&app.store, &n, app.settings.projection.rebuild_chunk)
-                    .await?;
+                let p = &app.settings.projection;
+                let m = projection::rebuild_with(
+                    &app.store,
+                    &n,
+                    p.rebuild_chunk,
+                    p.rebuild_wal_limit(),
+                )
+                .await?;
                 let secs = t.elapsed().as_secs_f64();
                 if !out.json {
                     println!(

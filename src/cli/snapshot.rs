@@ -111,7 +111,13 @@ pub async fn run(app: &App, cmd: SnapshotCmd) -> anyhow::Result<Exit> {
                         crate::projection::catch_up(&app.store, name, app.settings.projection.chunk)
                             .await?
                     } else {
-                        crate::projection::rebuild(&app.store, name, chunk).await?
+                        crate::projection::rebuild_with(
+                            &app.store,
+                            name,
+                            chunk,
+                            app.settings.projection.rebuild_wal_limit(),
+                        )
+                        .await?
                     };
                     if !out.json {
                         println!("projection {name} built to {}", m.cursor);

@@ -278,6 +278,11 @@ impl Settings {
             "must be above 0",
         );
         check(
+            (1..=1 << 20).contains(&self.projection.rebuild_wal_limit_mib),
+            "projection.rebuild_wal_limit_mib",
+            "must be between 1 and 1048576",
+        );
+        check(
             self.projection.analyze_every_secs > 0,
             "projection.analyze_every_secs",
             "must be above 0",

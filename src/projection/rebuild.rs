@@ -2,13 +2,35 @@
 //! first action (a reader thread walks the replica case by case, one batch ahead of the
 //! writes), a sample is verified, and the views, cursor and counters are swapped in one
 //! transaction. Readers keep the live version until the swap; a killed rebuild leaves
-//! it untouched.
+//! it untouched. On a SQLite file the rebuild keeps the WAL within a limit: its reader
+//! never lets go of the file for long, which would keep SQLite from ever starting the WAL
+//! over, so the WAL would grow to the size of everything the rebuild writes.
+//!
+//! Must never move the live version's cursor or touch its tables before the swap.
+
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::*;
+
+/// The WAL size at which a rebuild on a SQLite file stops its reader for a moment and
+/// truncates the WAL (`projection.rebuild_wal_limit_mib`'s default): 256 MiB, four times
+/// what the write connection lets grow before its own checkpoint.
+pub const WAL_LIMIT: u64 = 256 << 20;
 
 /// Builds the next version of `name` side by side from the first action, then swaps the
 /// views and the cursor in one transaction and drops the old version.
 pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, ProjectionError> {
+    rebuild_with(store, name, chunk, WAL_LIMIT).await
+}
+
+/// [`rebuild`], with the size in bytes past which a SQLite file's WAL is truncated
+/// during the rebuild (`projection.rebuild_wal_limit_mib`).
+pub async fn rebuild_with(
+    store: &Store,
+    name: &str,
+    chunk: i64,
+    wal_limit: u64,
+) -> Result<Meta, ProjectionError> {
     let b = builder(name)?;
     let live = ensure(store, name).await?;
     let next_key = format!("{name}#next");
@@ -28,9 +50,9 @@ pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, Proj
         tx.commit().await?;
     }
     if b.per_case() {
-        bulk_fill(store, b.as_ref(), &next_key, chunk).await?;
+        bulk_fill(store, b.as_ref(), &next_key, chunk, wal_limit).await?;
     }
-    finish_rebuild(store, name, chunk).await
+    finish_rebuild(store, name, chunk, wal_limit).await
 }
 
 /// A rebuild of a per-case builder: walks the replica case by case (up to the
@@ -41,11 +63,12 @@ async fn bulk_fill(
     b: &dyn Builder,
     key: &str,
     chunk: i64,
+    wal_limit: u64,
 ) -> Result<(), ProjectionError> {
     let Some(head) = store.checkpoint().await? else {
         return Ok(());
     };
-    fill(store, b, key, Walk::ByCase { head }, chunk).await
+    fill(store, b, key, Walk::ByCase { head }, chunk, wal_limit).await
 }
 
 /// How a rebuild walks the replica: case by case up to a head, or in ID order after the
@@ -153,13 +176,136 @@ impl Walker {
 /// Reads of a case-ordered rebuild walk that share one read transaction.
 const READS_A_SNAPSHOT: usize = 16;
 
+/// Where a rebuild's reader and writer meet to truncate a SQLite WAL. SQLite starts its
+/// WAL over only when no reader holds a snapshot as a write begins; the reader, one
+/// batch ahead, nearly always holds one. So the writer asks ([`WalGate::want`]); the
+/// reader, between two snapshots, holding none, says so in the stream of batches
+/// ([`Read::Stopped`], so the writer sees it in order, after the batches before it) and
+/// waits ([`WalGate::stop_if_wanted`]); the writer truncates the WAL and lets it go on
+/// ([`WalGate::open`]).
+#[derive(Debug, Default)]
+struct WalGate {
+    wanted: Mutex<bool>,
+    turn: Condvar,
+}
+
+impl WalGate {
+    fn lock(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.wanted.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The writer asks the reader to stop at its next snapshot boundary.
+    fn want(&self) {
+        *self.lock() = true;
+    }
+
+    /// The writer lets the reader go on.
+    fn open(&self) {
+        *self.lock() = false;
+        self.turn.notify_all();
+    }
+
+    /// The reader, holding no snapshot: if the writer asked, `say` tells it so (false:
+    /// the writer has gone) and the reader waits until it lets go on, or until `gone()`.
+    fn stop_if_wanted(&self, say: impl FnOnce() -> bool, gone: impl Fn() -> bool) {
+        if !*self.lock() || !say() {
+            return;
+        }
+        let mut wanted = self.lock();
+        while *wanted && !gone() {
+            wanted = self
+                .turn
+                .wait_timeout(wanted, std::time::Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// What a rebuild's reader thread sends its writer.
+enum Read {
+    Batch(Batch),
+    /// The reader holds no snapshot and waits for [`WalGate::open`].
+    Stopped,
+}
+
+/// The writer's side of a rebuild's WAL limit on a SQLite file.
+struct WalLimit {
+    wal: std::path::PathBuf,
+    gate: Arc<WalGate>,
+    /// The size past which the reader is asked to stop.
+    limit: u64,
+    /// The configured limit; after a truncation that other readers of the file kept from
+    /// finishing, the next try waits until the WAL has grown by this much again.
+    step: u64,
+}
+
+impl WalLimit {
+    fn new(db: &std::path::Path, step: u64) -> Self {
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        WalLimit {
+            wal: wal.into(),
+            gate: Arc::new(WalGate::default()),
+            limit: step,
+            step,
+        }
+    }
+
+    fn size(&self) -> u64 {
+        std::fs::metadata(&self.wal).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// After each commit of the writer: asks the reader to stop when the WAL has outgrown
+    /// the limit.
+    fn after_commit(&self) {
+        if self.size() > self.limit {
+            self.gate.want();
+        }
+    }
+
+    /// The reader has stopped: truncates the WAL and lets the reader go on.
+    fn truncate(
+        &mut self,
+        writer: Option<&Arc<crate::store::direct::Pool>>,
+    ) -> Result<(), ProjectionError> {
+        let truncated = writer.map(truncate_wal).transpose();
+        self.gate.open();
+        let size = self.size();
+        if truncated.map_err(crate::store::direct::to_sqlx)? == Some(true) {
+            self.limit = self.step;
+        } else {
+            tracing::debug!(
+                wal_bytes = size,
+                "the WAL could not be truncated (another reader of the file?); going on"
+            );
+            self.limit = size.saturating_add(self.step);
+        }
+        Ok(())
+    }
+}
+
+/// Checkpoints the whole WAL into the file and truncates it, waiting at most a second
+/// for other readers of the file; whether it was truncated.
+fn truncate_wal(writer: &Arc<crate::store::direct::Pool>) -> rusqlite::Result<bool> {
+    let c = writer.get()?;
+    let c = c.conn();
+    c.busy_timeout(std::time::Duration::from_secs(1))?;
+    let busy = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+        r.get::<_, i64>(0)
+    });
+    c.busy_timeout(std::time::Duration::from_secs(30))?;
+    Ok(busy? == 0)
+}
+
 /// Reads and parses a rebuild's batches on a thread of its own, one batch ahead of the
 /// builder, on a direct connection. The thread ends at the end of the walk, on an error
 /// (sent), or when the receiver is dropped.
 fn spawn_reader(
     path: std::path::PathBuf,
     mut w: Walker,
-) -> tokio::sync::mpsc::Receiver<Result<Batch, ProjectionError>> {
+    gate: Arc<WalGate>,
+) -> tokio::sync::mpsc::Receiver<Result<Read, ProjectionError>> {
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     std::thread::spawn(move || {
         // Read in ID order, the replica's pages are each read once: a small page cache
@@ -194,12 +340,20 @@ fn spawn_reader(
         let by_case = matches!(w.walk, Walk::ByCase { .. });
         let mut reads = 0usize;
         while !w.finished {
-            if by_case
-                && reads.is_multiple_of(READS_A_SNAPSHOT)
-                && let Err(e) = conn.commit().and_then(|_| conn.begin())
-            {
-                let _ = tx.blocking_send(Err(crate::store::direct::to_sqlx(e).into()));
-                return;
+            // Between snapshots (each read is one in ID order), where the writer may
+            // truncate the WAL.
+            if !by_case || reads.is_multiple_of(READS_A_SNAPSHOT) {
+                let r = conn.commit().and_then(|_| {
+                    gate.stop_if_wanted(
+                        || tx.blocking_send(Ok(Read::Stopped)).is_ok(),
+                        || tx.is_closed(),
+                    );
+                    if by_case { conn.begin() } else { Ok(()) }
+                });
+                if let Err(e) = r {
+                    let _ = tx.blocking_send(Err(crate::store::direct::to_sqlx(e).into()));
+                    return;
+                }
             }
             reads += 1;
             let read = match w.read_direct(conn.conn()) {
@@ -210,7 +364,7 @@ fn spawn_reader(
                 }
             };
             if let Some(b) = w.accept(read)
-                && tx.blocking_send(Ok(b)).is_err()
+                && tx.blocking_send(Ok(Read::Batch(b))).is_err()
             {
                 return;
             }
@@ -227,16 +381,27 @@ async fn fill(
     key: &str,
     walk: Walk,
     chunk: i64,
+    wal_limit: u64,
 ) -> Result<(), ProjectionError> {
     let mut expect = read_one(store, key).await?.cursor;
     let mut w = Walker::new(walk, expect, chunk);
-    let mut rx = crate::store::direct::sqlite_file(store)
-        .map(|p| spawn_reader(p, Walker::new(walk, expect, chunk)));
+    let file = crate::store::direct::sqlite_file(store);
+    let mut wal = file.as_deref().map(|p| WalLimit::new(p, wal_limit));
+    let mut rx = file
+        .zip(wal.as_ref())
+        .map(|(p, l)| spawn_reader(p, Walker::new(walk, expect, chunk), l.gate.clone()));
     let writer = crate::store::direct::Pool::writer_for(store);
     loop {
         let batch = match &mut rx {
             Some(rx) => match rx.recv().await {
-                Some(b) => b?,
+                Some(Ok(Read::Batch(b))) => b,
+                Some(Ok(Read::Stopped)) => {
+                    if let Some(l) = &mut wal {
+                        l.truncate(writer.as_ref())?;
+                    }
+                    continue;
+                }
+                Some(Err(e)) => return Err(e),
                 None => return Ok(()),
             },
             None => {
@@ -279,15 +444,23 @@ async fn fill(
         if let Some(c) = batch.cursor {
             expect = c;
         }
+        if let Some(l) = &wal {
+            l.after_commit();
+        }
     }
 }
 
-async fn finish_rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, ProjectionError> {
+async fn finish_rebuild(
+    store: &Store,
+    name: &str,
+    chunk: i64,
+    wal_limit: u64,
+) -> Result<Meta, ProjectionError> {
     let b = builder(name)?;
     let next_key = format!("{name}#next");
     let mut indexed = false;
     loop {
-        fill(store, b.as_ref(), &next_key, Walk::ById, chunk).await?;
+        fill(store, b.as_ref(), &next_key, Walk::ById, chunk, wal_limit).await?;
         if !indexed {
             // Caught up once: build the secondary indexes in their own transaction, then
             // catch up again and swap.
