@@ -5,6 +5,8 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
+# SQLite built to map a whole file (`api.sqlite_mmap_mib`).
+COPY .cargo ./.cargo
 # The dependencies in a layer of their own, built against empty targets: a change to
 # src/ rebuilds only this crate. The crate's own fingerprints are removed afterwards so
 # that the real sources (whatever their timestamps) are compiled.

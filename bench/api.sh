@@ -49,7 +49,10 @@ run_wrk() { # $1 label, $2 port, $3 lua
     printf "%-26s %10s req/s  p50 %7s ms  p99 %7s ms  errors %s (%s requests)\n" "$1" "$rps" "$p50" "$p99" "$errs" "$reqs"
     echo "$rps" >"$WORK/$3.rps"
 }
-rss() { awk '/VmHWM/ {printf "%.1f MiB", $2/1024}' "/proc/$1/status"; }
+# Peak RSS, and of the RSS now the process's own memory (anonymous) apart from mapped
+# file pages (isir serve maps the SQLite file: `api.sqlite_mmap_mib`; those pages are the
+# OS's file cache, shared and clean).
+rss() { awk '/VmHWM/ {h=$2} /RssAnon/ {a=$2} /RssFile/ {f=$2} END {printf "%.1f MiB (now: %.1f MiB own, %.1f MiB mapped file)", h/1024, a/1024, f/1024}' "/proc/$1/status"; }
 
 P1=$(free_port)
 ISIR_API__BIND="127.0.0.1:$P1" ISIR_API__RATE_PER_SECOND=100000000 ISIR_API__BURST=100000000 $BIN serve >"$WORK/serve.log" 2>&1 &

@@ -59,14 +59,16 @@ fn errors_name_the_key() {
     figment::Jail::expect_with(|jail| {
         jail.create_file(
             "isir.toml",
-            "[api]\ntrusted_proxies = [\"10.0.0.0/8\", \"proxy.local\"]\nstatement_timeout_ms = 0\nstream_max_rows = 0\n\n[projection]\nanalyze_every_secs = 0\n",
+            "[api]\ntrusted_proxies = [\"10.0.0.0/8\", \"proxy.local\"]\nstatement_timeout_ms = 0\nstream_max_rows = 0\nsqlite_mmap_mib = 2000000\n\n[projection]\nanalyze_every_secs = 0\nrebuild_wal_limit_mib = 0\n",
         )?;
         let e = Settings::load(None).unwrap_err().to_string();
         for key in [
             "api.trusted_proxies",
             "api.statement_timeout_ms",
             "api.stream_max_rows",
+            "api.sqlite_mmap_mib",
             "projection.analyze_every_secs",
+            "projection.rebuild_wal_limit_mib",
         ] {
             assert!(e.contains(key), "{key}: {e}");
         }

@@ -273,6 +273,11 @@ impl Settings {
             "must be between 1 and 25000",
         );
         check(
+            self.api.sqlite_mmap_mib <= 1 << 20,
+            "api.sqlite_mmap_mib",
+            "must be at most 1048576 (1 TiB, what this build's SQLite maps at most)",
+        );
+        check(
             self.projection.rebuild_chunk > 0,
             "projection.rebuild_chunk",
             "must be above 0",

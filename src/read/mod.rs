@@ -54,6 +54,8 @@ pub struct ReadOptions {
     pub search_candidates: i64,
     /// Reverse proxies whose `X-Forwarded-For` is believed (`api.trusted_proxies`).
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Bytes of a SQLite file the page reads map into memory (`api.sqlite_mmap_mib`).
+    pub sqlite_mmap: u64,
 }
 
 impl Default for ReadOptions {
@@ -84,6 +86,7 @@ impl ReadOptions {
             stream_max_rows: a.stream_max_rows,
             stream_page: 1_000,
             search_candidates: search::CANDIDATES,
+            sqlite_mmap: a.sqlite_mmap_mib << 20,
             trusted_proxies: a
                 .trusted_proxies
                 .iter()
@@ -163,6 +166,7 @@ impl ReadState {
     /// ([`Store::for_readers`], `api.max_connections`), every statement time-limited.
     pub fn new(store: Store, opts: ReadOptions) -> Self {
         crate::telemetry::init();
+        let mmap = opts.sqlite_mmap;
         let (store, limited) = store.for_readers(
             opts.max_connections,
             opts.acquire_timeout,
@@ -174,7 +178,7 @@ impl ReadState {
             meta: std::sync::Mutex::new(None),
             status: None,
             admin: AdminOptions::default(),
-            direct: crate::store::direct::Pool::for_store(&store, 16),
+            direct: crate::store::direct::Pool::for_store(&store, 16, mmap),
             privacy: tokio::sync::OnceCell::new(),
             store,
         }))
