@@ -230,22 +230,31 @@ impl Privacy {
     /// values replaced in the text, without a parse and a new serialisation; any other
     /// goes through [`Privacy::mask`]. Equal to it either way (tested).
     pub fn mask_text(&self, doc: &str) -> serde_json::Result<String> {
-        const OTHERS: &[&str] = &[
-            "\"birth_number\"",
-            "\"birth_date\"",
-            "\"dic\"",
-            "\"addresses\"",
-        ];
-        if OTHERS.iter().any(|k| doc.contains(k)) {
-            let v: Value = serde_json::from_str(doc)?;
-            return Ok(self.mask(v).to_string());
-        }
+        use memchr::memmem::Finder;
+        use std::sync::LazyLock;
+        // Every page of a list masks each of its documents: the keys are looked for with
+        // memchr's vectorised search (the standard library's `contains` was 7 % of the
+        // server's time under a list of cases).
+        static OTHERS: LazyLock<[Finder<'static>; 4]> = LazyLock::new(|| {
+            [
+                "\"birth_number\"",
+                "\"birth_date\"",
+                "\"dic\"",
+                "\"addresses\"",
+            ]
+            .map(Finder::new)
+        });
         // A key is the only place `"person_id":"` can stand: inside a JSON string its
         // quotes would be escaped.
         const KEY: &str = "\"person_id\":\"";
+        static PERSON: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(KEY));
+        if OTHERS.iter().any(|k| k.find(doc.as_bytes()).is_some()) {
+            let v: Value = serde_json::from_str(doc)?;
+            return Ok(self.mask(v).to_string());
+        }
         let mut out = String::with_capacity(doc.len() + 64);
         let mut rest = doc;
-        while let Some(at) = rest.find(KEY) {
+        while let Some(at) = PERSON.find(rest.as_bytes()) {
             let start = at + KEY.len() - 1; // the value's opening quote
             out.push_str(&rest[..start]);
             let bytes = rest.as_bytes();
