@@ -8,7 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use super::format::{count_of, format_of, respond_docs, with_count};
-use super::pagination::{docs, last_action_id, limit, page, query_except};
+use super::pagination::{last_action_id, limit, page, query_except};
 use super::params::{EventParams, Params, court_param, date_param, only};
 use super::stream;
 use crate::projection::columns;
@@ -135,7 +135,11 @@ pub(crate) async fn events(
     // The rows are JSON objects the database made (its own key order and spacing):
     // each is written again by `serde_json`, so that an answer is the same text on
     // either back end.
-    let rows = docs(&rows)?.iter().map(|v| v.to_string()).collect();
+    let rows = rows
+        .iter()
+        .map(|r| columns::event_text(r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Problem::internal)?;
     Ok(with_count(
         respond_docs(
             &wm,
