@@ -15,10 +15,8 @@ PORT=$((20000 + RANDOM % 20000))
 for _ in $(seq "$ROUNDS"); do
     for v in old new; do
         BIN="$OLD"; [ "$v" = new ] && BIN="$NEW"
-        ISIR_DATABASE__URL="sqlite://$DB" ISIR_LOG=warn ISIR_API__BIND="127.0.0.1:$PORT" \
-            ISIR_API__RATE_PER_SECOND=100000000 ISIR_API__BURST=100000000 "$BIN" serve >/dev/null 2>&1 &
-        P=$!
-        for _ in $(seq 100); do curl -fs "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+        serve_sqlite "$BIN" "$DB" "$PORT"
+        P=$SERVE_PID
         for t in cases icos; do
             read -r _ n rps p50 p99 errs < <(wrk -t2 -c32 -d10s --latency -s "$W/$t.lua" \
                 "http://127.0.0.1:$PORT" | grep RESULT)

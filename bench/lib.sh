@@ -18,6 +18,15 @@ bench_setup() {
     export ISIR_LOG=warn
 }
 
+# Starts `isir serve` of the binary `$1` on the SQLite file `$2` at port `$3`, without a
+# rate limit, and waits until it is ready; sets SERVE_PID (the A/B scripts).
+serve_sqlite() {
+    ISIR_DATABASE__URL="sqlite://$2" ISIR_LOG=warn ISIR_API__BIND="127.0.0.1:$3" \
+        ISIR_API__RATE_PER_SECOND=100000000 ISIR_API__BURST=100000000 "$1" serve >/dev/null 2>&1 &
+    SERVE_PID=$!
+    for _ in $(seq 100); do curl -fs "http://127.0.0.1:$3/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+}
+
 # A wrk script that requests `$2` (a path with one %s) for each line of the file `$1` in
 # turn, and prints `RESULT requests req/s p50_ms p99_ms errors` when done; written to `$3`.
 wrk_script() {

@@ -18,7 +18,7 @@ pub mod sql;
 pub mod timeline;
 pub mod verify;
 
-pub use rebuild::{WAL_LIMIT, rebuild, rebuild_with};
+pub use rebuild::{rebuild, rebuild_with};
 
 use serde::Serialize;
 

@@ -12,15 +12,12 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use super::*;
 
-/// The WAL size at which a rebuild on a SQLite file stops its reader for a moment and
-/// truncates the WAL (`projection.rebuild_wal_limit_mib`'s default): 256 MiB, four times
-/// what the write connection lets grow before its own checkpoint.
-pub const WAL_LIMIT: u64 = 256 << 20;
-
 /// Builds the next version of `name` side by side from the first action, then swaps the
-/// views and the cursor in one transaction and drops the old version.
+/// views and the cursor in one transaction and drops the old version; a SQLite WAL is
+/// kept within the default `projection.rebuild_wal_limit_mib`.
 pub async fn rebuild(store: &Store, name: &str, chunk: i64) -> Result<Meta, ProjectionError> {
-    rebuild_with(store, name, chunk, WAL_LIMIT).await
+    let wal_limit = crate::config::ProjectionSettings::default().rebuild_wal_limit();
+    rebuild_with(store, name, chunk, wal_limit).await
 }
 
 /// [`rebuild`], with the size in bytes past which a SQLite file's WAL is truncated
@@ -232,6 +229,7 @@ enum Read {
 /// The writer's side of a rebuild's WAL limit on a SQLite file.
 struct WalLimit {
     wal: std::path::PathBuf,
+    writer: Arc<crate::store::direct::Pool>,
     gate: Arc<WalGate>,
     /// The size past which the reader is asked to stop.
     limit: u64,
@@ -241,11 +239,12 @@ struct WalLimit {
 }
 
 impl WalLimit {
-    fn new(db: &std::path::Path, step: u64) -> Self {
+    fn new(db: &std::path::Path, writer: Arc<crate::store::direct::Pool>, step: u64) -> Self {
         let mut wal = db.as_os_str().to_owned();
         wal.push("-wal");
         WalLimit {
             wal: wal.into(),
+            writer,
             gate: Arc::new(WalGate::default()),
             limit: step,
             step,
@@ -265,14 +264,11 @@ impl WalLimit {
     }
 
     /// The reader has stopped: truncates the WAL and lets the reader go on.
-    fn truncate(
-        &mut self,
-        writer: Option<&Arc<crate::store::direct::Pool>>,
-    ) -> Result<(), ProjectionError> {
-        let truncated = writer.map(truncate_wal).transpose();
+    fn truncate(&mut self) -> Result<(), ProjectionError> {
+        let truncated = truncate_wal(&self.writer);
         self.gate.open();
         let size = self.size();
-        if truncated.map_err(crate::store::direct::to_sqlx)? == Some(true) {
+        if truncated.map_err(crate::store::direct::to_sqlx)? {
             self.limit = self.step;
         } else {
             tracing::debug!(
@@ -294,7 +290,7 @@ fn truncate_wal(writer: &Arc<crate::store::direct::Pool>) -> rusqlite::Result<bo
     let busy = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
         r.get::<_, i64>(0)
     });
-    c.busy_timeout(std::time::Duration::from_secs(30))?;
+    c.busy_timeout(crate::store::direct::BUSY_TIMEOUT)?;
     Ok(busy? == 0)
 }
 
@@ -386,18 +382,19 @@ async fn fill(
     let mut expect = read_one(store, key).await?.cursor;
     let mut w = Walker::new(walk, expect, chunk);
     let file = crate::store::direct::sqlite_file(store);
-    let mut wal = file.as_deref().map(|p| WalLimit::new(p, wal_limit));
+    let writer = crate::store::direct::Pool::writer_for(store);
+    let mut wal =
+        (file.as_deref().zip(writer.clone())).map(|(p, w)| WalLimit::new(p, w, wal_limit));
     let mut rx = file
         .zip(wal.as_ref())
         .map(|(p, l)| spawn_reader(p, Walker::new(walk, expect, chunk), l.gate.clone()));
-    let writer = crate::store::direct::Pool::writer_for(store);
     loop {
         let batch = match &mut rx {
             Some(rx) => match rx.recv().await {
                 Some(Ok(Read::Batch(b))) => b,
                 Some(Ok(Read::Stopped)) => {
                     if let Some(l) = &mut wal {
-                        l.truncate(writer.as_ref())?;
+                        l.truncate()?;
                     }
                     continue;
                 }

@@ -193,6 +193,9 @@ enum How {
     /// persons whose words start so: a walk of about `limit × persons / matches` rows,
     /// for a text that matches too many persons to rank them whole.
     Walk,
+    /// The matches of [`How::Ranked`] unranked, for counting them: a case joins only
+    /// for a court filter.
+    Probe,
 }
 
 /// A statement's binds, numbered as they are added.
@@ -224,8 +227,8 @@ fn parts(s: &Search, at: Tables, how: How) -> Parts {
     let tier = format!("CASE WHEN n.exact = {exact} THEN 0 ELSE 1 END");
     let mut conds = Vec::new();
     match how {
-        How::Ranked | How::Exact => {
-            let m = b.add(match_expr(&s.words, pg, how == How::Ranked));
+        How::Ranked | How::Exact | How::Probe => {
+            let m = b.add(match_expr(&s.words, pg, how != How::Exact));
             conds.push(if pg {
                 format!("to_tsvector('simple', n.words) @@ to_tsquery('simple', {m})")
             } else {
@@ -283,7 +286,12 @@ fn parts(s: &Search, at: Tables, how: How) -> Parts {
             }
         ),
         _ => format!(
-            "{names} n JOIN {cases} c ON c.case_number = n.case_number{}",
+            "{names} n{}{}",
+            if how != How::Probe || s.court.is_some() {
+                format!(" JOIN {cases} c ON c.case_number = n.case_number")
+            } else {
+                String::new()
+            },
             if filtered {
                 format!(" JOIN {parties} f ON {}", person("f"))
             } else {
@@ -383,19 +391,12 @@ fn statement(
 /// filters): read at most `cap + 1` of them, unranked, joining a case only for a court.
 fn many_sql(s: &Search, at: Tables, cap: i64) -> (String, Vec<Val>) {
     let Parts {
-        mut from,
+        from,
         conds,
         tier,
         binds: mut b,
         ..
-    } = parts(s, at, How::Ranked);
-    if s.court.is_none() {
-        let [names, _, cases] = at.names();
-        from = from.replace(
-            &format!("{names} n JOIN {cases} c ON c.case_number = n.case_number"),
-            &format!("{names} n"),
-        );
-    }
+    } = parts(s, at, How::Probe);
     let lim = b.add(cap + 1);
     // (The tier is selected so that every bind is in the text, as each engine numbers them.)
     let sql = format!(

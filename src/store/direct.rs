@@ -19,6 +19,9 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::store::Store;
 
+/// How long a statement of a direct connection waits for a lock another connection holds.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The file of a SQLite store, when it has one (not an in-memory database).
 pub fn sqlite_file(store: &Store) -> Option<PathBuf> {
     match store {
@@ -49,7 +52,7 @@ fn open(path: &Path, write: bool, mmap: u64) -> rusqlite::Result<Connection> {
         OpenFlags::SQLITE_OPEN_READ_ONLY
     };
     let c = Connection::open_with_flags(path, flags | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
-    c.busy_timeout(Duration::from_secs(30))?;
+    c.busy_timeout(BUSY_TIMEOUT)?;
     if write {
         c.execute_batch(
             "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
@@ -269,12 +272,21 @@ mod tests {
             tib
         );
         assert_eq!(mapped(0), 0);
-        // A writer maps nothing, whatever the readers do.
-        let w = open(&path, true, 0).unwrap();
-        assert_eq!(
-            w.query_row("PRAGMA mmap_size", [], |r| r.get::<_, i64>(0))
-                .unwrap(),
-            0
-        );
+        // A store's writer maps nothing, whatever its readers do.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = rt
+            .block_on(Store::connect(&format!("sqlite://{}", path.display()), 1))
+            .unwrap();
+        let pooled = |p: Arc<Pool>| -> i64 {
+            let c = p.get().unwrap();
+            c.conn()
+                .query_row("PRAGMA mmap_size", [], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(pooled(Pool::for_store(&store, 1, 1 << 40).unwrap()), tib);
+        assert_eq!(pooled(Pool::writer_for(&store).unwrap()), 0);
     }
 }
