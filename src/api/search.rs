@@ -66,7 +66,7 @@ pub fn parse(q: &Params, pii: bool) -> Result<Search, Problem> {
 }
 
 /// Persons whose names hold every word of `q` (whole or as a prefix, in any order);
-/// the exact full name first, then by their case's latest action.
+/// the exact full name first, then the others, each by the person's latest action.
 #[utoipa::path(get, path = "/v1/search", tag = "subjects",
     params(crate::api::params::SearchParams),
     responses(
@@ -95,12 +95,7 @@ pub(crate) async fn search(
     if stream::asked(&q, format)? {
         let (mut tx, wm) = watermark::open(&state).await?;
         let at = search::Tables::of(&mut tx).await?;
-        let pages = SearchPages {
-            s,
-            cap: state.opts.search_candidates,
-            at,
-            after: None,
-        };
+        let pages = SearchPages { s, at, after: None };
         let caller = caller.as_ref().map(|c| &c.0);
         return stream::respond(
             &state,
@@ -116,18 +111,10 @@ pub(crate) async fn search(
     let counting = count_of(&q, &headers)?;
     let (mut tx, wm) = watermark::open_list(&state, counting.is_some()).await?;
     let at = search::Tables::of(&mut tx).await?;
-    let mut hits = search::search(
-        &mut tx,
-        at,
-        &s,
-        after.as_ref(),
-        limit + 1,
-        state.opts.search_candidates,
-    )
-    .await?;
+    let mut hits = search::search(&mut tx, at, &s, after.as_ref(), limit + 1).await?;
     let counted = match counting {
         Some(kind) => {
-            let (sql, binds) = search::sql(&s, None, limit, at);
+            let (sql, binds) = search::count_sql(&s, at);
             Some(crate::read::lists::count(&mut tx, &sql, &binds, kind).await?)
         }
         None => None,
@@ -140,7 +127,7 @@ pub(crate) async fn search(
         Some(l) => {
             let mut qs = query_except(&q, &["cursor", "limit"]);
             qs.push(format!("limit={limit}"));
-            qs.push(format!("cursor={}", url_escape(&After::seal(privacy, l)?)));
+            qs.push(format!("cursor={}", url_escape(&After::seal(privacy, l))));
             Some(format!("/v1/search?{}", qs.join("&")))
         }
     };
@@ -163,7 +150,6 @@ pub(crate) async fn search(
 /// A search page after page (a whole-result stream).
 struct SearchPages {
     s: Search,
-    cap: i64,
     at: search::Tables,
     after: Option<After>,
 }
@@ -175,9 +161,9 @@ impl stream::Pages for SearchPages {
         tx: &mut crate::projection::sql::Tx,
         n: i64,
     ) -> Result<Vec<String>, Problem> {
-        let hits = search::search(tx, self.at, &self.s, self.after.as_ref(), n, self.cap).await?;
+        let hits = search::search(tx, self.at, &self.s, self.after.as_ref(), n).await?;
         if let Some(l) = hits.last() {
-            self.after = Some(After::of(l)?);
+            self.after = Some(After::of(l));
         }
         Ok(hits.into_iter().map(|h| h.doc).collect())
     }

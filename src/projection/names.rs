@@ -1,12 +1,17 @@
 //! The name-search index of the parties projection (`names_vN`): one row per person,
-//! keyed like `parties`, with the words of their names folded for search
-//! ([`super::fold::search_words`]), the exact-match key and the birth year.
+//! with the words of their names folded for search ([`super::fold::search_words`]),
+//! the exact-match key, the filters a search takes (role, kind, birth year) and the
+//! person's latest action, which is the index's order: a search reads its matches
+//! newest first and stops at the page's end, however many persons match.
 //!
-//! On SQLite it is an FTS5 table (the words indexed with prefixes, every other column
-//! `UNINDEXED`, its rowid the person's `parties` rowid); on PostgreSQL a plain table
-//! with a GIN index over `to_tsvector('simple', words)`. Written only by the parties
-//! builder, in the same step as the row it indexes (an erased debtor leaves both at
-//! once); read only by [`crate::read::search`].
+//! On SQLite it is an FTS5 table whose rowid is the person's latest action ID (one
+//! action names one person, so the ID is the person's alone): FTS5 walks a match in
+//! rowid order without sorting it. The words are indexed with prefixes, the filters as
+//! tokens of a second column (`tags`), the rest `UNINDEXED`; `prow` is the person's
+//! `parties` rowid. On PostgreSQL a plain table keyed like `parties`, with a GIN index
+//! over `to_tsvector('simple', words)` and B-tree indexes in the order of the ranking.
+//! Written only by the parties builder, in the same step as the row it indexes (an
+//! erased debtor leaves both at once); read only by [`crate::read::search`].
 
 use super::ProjectionError;
 use super::fold::{exact_key, search_words};
@@ -19,19 +24,25 @@ pub fn ddl(v: i64, pg: bool) -> Vec<String> {
         vec![
             format!(
                 "CREATE TABLE names_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
-                 words TEXT NOT NULL, exact TEXT NOT NULL, birth_year BIGINT, PRIMARY KEY (case_number, court, person_id))"
+                 words TEXT NOT NULL, exact TEXT NOT NULL, birth_year BIGINT, role TEXT, kind TEXT, \
+                 latest BIGINT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
             ),
             format!(
                 "CREATE INDEX names_v{v}_words ON names_v{v} USING GIN (to_tsvector('simple', words))"
             ),
+            // The exact names newest first; every match newest first (the planner's
+            // choice for a common text: the newest rows, each checked, until the page
+            // is full).
+            format!("CREATE INDEX names_v{v}_exact ON names_v{v} (exact, latest)"),
+            format!("CREATE INDEX names_v{v}_latest ON names_v{v} (latest)"),
         ]
     } else {
-        // Prefix indexes of 2 and 3 characters: `nov*` reads one term list, not every
+        // Prefix indexes of 2 to 4 characters: `nova*` reads one term list, not every
         // term that starts so.
         vec![format!(
-            "CREATE VIRTUAL TABLE names_v{v} USING fts5(words, exact UNINDEXED, case_number UNINDEXED, \
-             court UNINDEXED, person_id UNINDEXED, birth_year UNINDEXED, \
-             tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3')"
+            "CREATE VIRTUAL TABLE names_v{v} USING fts5(words, tags, exact UNINDEXED, case_number UNINDEXED, \
+             court UNINDEXED, person_id UNINDEXED, prow UNINDEXED, \
+             tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3 4')"
         )]
     }
 }
@@ -61,16 +72,42 @@ pub fn birth_year(d: &PartyDoc) -> Option<i64> {
         .filter(|y| (1800..2200).contains(y))
 }
 
+/// A filter's token in the `tags` column (SQLite): a letter for the filter, then its
+/// value folded to one word (`DLUŽNÍK` -> `rdluznik`, `VĚŘIT-NAVR` -> `rveritnavr`).
+/// The roles and kinds the API filters on fold to distinct tokens.
+pub fn tag(filter: char, value: &str) -> String {
+    format!("{filter}{}", search_words(value).concat())
+}
+
+/// A person's filter tokens: role (`r`), kind (`k`), birth year (`y`).
+pub fn tags_of(d: &PartyDoc) -> String {
+    let mut t = Vec::new();
+    if let Some(r) = &d.role {
+        t.push(tag('r', r));
+    }
+    if let Some(k) = &d.kind {
+        t.push(tag('k', k));
+    }
+    if let Some(y) = birth_year(d) {
+        t.push(format!("y{y}"));
+    }
+    t.join(" ")
+}
+
 const KEY: &str = "case_number = $1 AND court = $2 AND person_id = $3";
 
-/// Indexes `docs` (new or changed persons, already written to `parties_v{v}`),
+/// Indexes `docs` (new or changed persons, already written to `parties_v{v}`), each
+/// with the latest action it was indexed under before (`None`: not indexed yet),
 /// replacing what was indexed of them.
-pub async fn write(tx: &mut Tx, v: i64, docs: &[&PartyDoc]) -> Result<(), ProjectionError> {
-    let pg = tx.is_postgres();
-    if pg {
+pub async fn write(
+    tx: &mut Tx,
+    v: i64,
+    docs: &[(Option<i64>, &PartyDoc)],
+) -> Result<(), ProjectionError> {
+    if tx.is_postgres() {
         let rows: Vec<Vec<Val>> = docs
             .iter()
-            .map(|d| {
+            .map(|(_, d)| {
                 let w = words_of(d);
                 vec![
                     d.case_number.as_str().into(),
@@ -79,6 +116,9 @@ pub async fn write(tx: &mut Tx, v: i64, docs: &[&PartyDoc]) -> Result<(), Projec
                     w.join(" ").into(),
                     exact_key(&w).into(),
                     birth_year(d).into(),
+                    d.role.clone().into(),
+                    d.kind.clone().into(),
+                    d.latest_action_id.into(),
                 ]
             })
             .collect();
@@ -91,6 +131,9 @@ pub async fn write(tx: &mut Tx, v: i64, docs: &[&PartyDoc]) -> Result<(), Projec
                 "words",
                 "exact",
                 "birth_year",
+                "role",
+                "kind",
+                "latest",
             ],
             &["case_number", "court", "person_id"],
             &rows,
@@ -98,62 +141,78 @@ pub async fn write(tx: &mut Tx, v: i64, docs: &[&PartyDoc]) -> Result<(), Projec
         .await?;
         return Ok(());
     }
-    // FTS5 finds a row fast only by its rowid: the person's rowid in `parties_v{v}`.
-    let del = format!(
-        "DELETE FROM names_v{v} WHERE rowid = (SELECT rowid FROM parties_v{v} WHERE {KEY})"
-    );
+    // FTS5 finds a row fast only by its rowid: the latest action it was indexed under.
+    let del = format!("DELETE FROM names_v{v} WHERE rowid = $1");
     let ins = format!(
-        "INSERT INTO names_v{v} (rowid, words, exact, case_number, court, person_id, birth_year) \
-         SELECT rowid, $4, $5, case_number, court, person_id, $6 FROM parties_v{v} WHERE {KEY}"
+        "INSERT INTO names_v{v} (rowid, words, tags, exact, case_number, court, person_id, prow) \
+         SELECT $4, $5, $6, $7, case_number, court, person_id, rowid FROM parties_v{v} WHERE {KEY}"
     );
-    for d in docs {
-        let key: [Val; 3] = [
+    for (old, d) in docs {
+        if let Some(old) = old {
+            tx.exec(&del, &[(*old).into()]).await?;
+        }
+        let w = words_of(d);
+        let binds: [Val; 7] = [
             d.case_number.as_str().into(),
             d.court.as_str().into(),
             d.person_id.as_str().into(),
-        ];
-        tx.exec(&del, &key).await?;
-        let w = words_of(d);
-        let mut binds = key.to_vec();
-        binds.extend([
+            d.latest_action_id.into(),
             w.join(" ").into(),
+            tags_of(d).into(),
             exact_key(&w).into(),
-            birth_year(d).into(),
-        ]);
+        ];
         tx.exec(&ins, &binds).await?;
     }
     Ok(())
 }
 
-/// Removes a person from the index; before their `parties_v{v}` row goes.
+/// Removes a person from the index; before their `parties_v{v}` row goes (on SQLite
+/// its latest action is the index row's rowid).
 pub async fn delete(tx: &mut Tx, v: i64, key: [&str; 3]) -> Result<(), ProjectionError> {
     let sql = if tx.is_postgres() {
         format!("DELETE FROM names_v{v} WHERE {KEY}")
     } else {
-        format!("DELETE FROM names_v{v} WHERE rowid = (SELECT rowid FROM parties_v{v} WHERE {KEY})")
+        format!(
+            "DELETE FROM names_v{v} WHERE rowid = (SELECT latest_action_id FROM parties_v{v} WHERE {KEY})"
+        )
     };
     tx.exec(&sql, &key.map(Val::from)).await?;
     Ok(())
 }
 
-/// Whether version `v`'s table exists (a store built before name search has none).
-pub async fn exists(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
-    let sql = if tx.is_postgres() {
-        "SELECT COUNT(*) FROM pg_class WHERE relname = $1 AND relkind IN ('r', 'p')"
+/// Whether version `v`'s table exists in this release's form: `None` when it does not
+/// exist, `Some(false)` when it is an earlier release's (ranked by another order).
+pub async fn current(tx: &mut Tx, v: i64) -> Result<Option<bool>, ProjectionError> {
+    let table = format!("names_v{v}");
+    let (exists, column) = if tx.is_postgres() {
+        (
+            "SELECT COUNT(*) FROM pg_class WHERE relname = $1 AND relkind IN ('r', 'p')",
+            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() \
+             AND table_name = $1 AND column_name = 'latest'",
+        )
     } else {
-        "SELECT COUNT(*) FROM sqlite_master WHERE name = $1 AND type = 'table'"
+        (
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = $1 AND type = 'table'",
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = $1 AND type = 'table' AND sql LIKE '%prow UNINDEXED%'",
+        )
     };
-    Ok(tx
-        .int(sql, &[format!("names_v{v}").into()])
-        .await?
-        .unwrap_or(0)
-        > 0)
+    if tx.int(exists, &[table.as_str().into()]).await?.unwrap_or(0) == 0 {
+        return Ok(None);
+    }
+    Ok(Some(
+        tx.int(column, &[table.as_str().into()]).await?.unwrap_or(0) > 0,
+    ))
 }
 
 /// Creates version `v`'s table and indexes every person of `parties_v{v}` into it, in
-/// keyset chunks (the upgrade of a store built before name search).
+/// keyset chunks (the upgrade of a store built before this release's index); an
+/// earlier release's table goes first, with its view.
 pub async fn backfill(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
     let pg = tx.is_postgres();
+    if current(tx, v).await?.is_some() {
+        tx.exec("DROP VIEW IF EXISTS names", &[]).await?;
+        tx.exec(&format!("DROP TABLE names_v{v}"), &[]).await?;
+    }
     for stmt in ddl(v, pg) {
         tx.exec(&stmt, &[]).await?;
     }
@@ -173,7 +232,7 @@ pub async fn backfill(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
             .iter()
             .map(|r| serde_json::from_str(r))
             .collect::<Result<_, _>>()?;
-        write(tx, v, &docs.iter().collect::<Vec<_>>()).await?;
+        write(tx, v, &docs.iter().map(|d| (None, d)).collect::<Vec<_>>()).await?;
         n += docs.len() as u64;
         let l = docs.last().expect("a non-empty chunk");
         after = [l.case_number.clone(), l.court.clone(), l.person_id.clone()];
@@ -191,16 +250,35 @@ mod tests {
             name: Some("Nováková".into()),
             first_name: Some("Jana Marie".into()),
             birth_date: Some("1971-04-02".into()),
+            role: Some("DLUŽNÍK".into()),
+            kind: Some("F".into()),
             ..Default::default()
         };
         assert_eq!(words_of(&p), ["jana", "marie", "novakova"]);
         assert_eq!(birth_year(&p), Some(1971));
+        assert_eq!(tags_of(&p), "rdluznik kf y1971");
         let c = PartyDoc {
             name: Some("Alza.cz a.s.".into()),
             trade_name: Some("ALZA.CZ".into()),
+            role: Some("VĚŘIT-NAVR".into()),
             ..Default::default()
         };
         assert_eq!(words_of(&c), ["alza", "cz"]);
         assert_eq!(birth_year(&c), None);
+        assert_eq!(tags_of(&c), "rveritnavr");
+    }
+
+    #[test]
+    fn the_filters_fold_to_distinct_tags() {
+        let roles: Vec<String> = super::super::parties::KNOWN_ROLES
+            .iter()
+            .map(|r| tag('r', r))
+            .collect();
+        assert_eq!(roles, ["rdluznik", "rveritel", "rveritnavr", "rspravce"]);
+        let kinds: Vec<String> = ["F", "P", "PODNIKATEL"]
+            .iter()
+            .map(|k| tag('k', k))
+            .collect();
+        assert_eq!(kinds, ["kf", "kp", "kpodnikatel"]);
     }
 }

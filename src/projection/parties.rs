@@ -228,14 +228,14 @@ impl Builder for Parties {
     }
 
     async fn upgrade(&self, tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
-        if super::names::exists(tx, v).await? {
+        if super::names::current(tx, v).await? == Some(true) {
             return Ok(false);
         }
         let n = super::names::backfill(tx, v).await?;
         tracing::info!(
             version = v,
             persons = n,
-            "parties: name-search index built for a store made before it"
+            "parties: name-search index built for a store made before this release's index"
         );
         Ok(true)
     }
@@ -374,7 +374,11 @@ impl Builder for Parties {
             &rows,
         )
         .await?;
-        super::names::write(tx, v, &changed).await?;
+        let indexed: Vec<(Option<i64>, &PartyDoc)> = changed
+            .iter()
+            .map(|d| (before.get(&d.key()).map(|b| b.latest_action_id), *d))
+            .collect();
+        super::names::write(tx, v, &indexed).await?;
         let hist: Vec<Vec<Val>> = history
             .into_iter()
             .map(|((c, ct, p), id, person)| {

@@ -49,9 +49,6 @@ pub struct ReadOptions {
     /// Rows a whole-result stream reads a statement (1 000; not a setting: tests make
     /// it small to stream small results in many pages).
     pub stream_page: i64,
-    /// Persons a name search ranks whole at most ([`search::CANDIDATES`]; not a setting:
-    /// tests make it small to take the walk of a text that matches many).
-    pub search_candidates: i64,
     /// Reverse proxies whose `X-Forwarded-For` is believed (`api.trusted_proxies`).
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Bytes of a SQLite file the page reads map into memory (`api.sqlite_mmap_mib`).
@@ -85,7 +82,6 @@ impl ReadOptions {
             acquire_timeout: Duration::from_millis(a.acquire_timeout_ms),
             stream_max_rows: a.stream_max_rows,
             stream_page: 1_000,
-            search_candidates: search::CANDIDATES,
             sqlite_mmap: a.sqlite_mmap_mib << 20,
             trusted_proxies: a
                 .trusted_proxies

@@ -156,15 +156,7 @@ pub async fn search(
                 .map(|a| After::unseal(&privacy, a))
                 .transpose()?;
             let at = search::Tables::of(&mut tx).await?;
-            let hits = search::search(
-                &mut tx,
-                at,
-                &s,
-                after.as_ref(),
-                PAGE + 1,
-                state.opts.search_candidates,
-            )
-            .await?;
+            let hits = search::search(&mut tx, at, &s, after.as_ref(), PAGE + 1).await?;
             let mut rows = Vec::with_capacity(hits.len());
             for h in &hits {
                 rows.push(serde_json::from_str(&h.doc).map_err(Problem::internal)?);
@@ -232,10 +224,7 @@ pub async fn search(
     o.push_str("</table>");
     if more && let Some(l) = rows.last() {
         let cur = match hits.get(rows.len() - 1) {
-            Some(h) => match After::seal(&privacy, h) {
-                Ok(c) => c,
-                Err(p) => return problem_page(p),
-            },
+            Some(h) => After::seal(&privacy, h),
             None => privacy.seal(&[
                 s(l, "case_number").to_string(),
                 s(l, "court").to_string(),
