@@ -157,6 +157,42 @@ async fn search(b: Backend) {
         projection::catch_up(&app.store, n, 5000).await.unwrap();
     }
     app.store.set_setting("phase", "serve").await.unwrap();
+    // Built incrementally (chunks of 5 000 actions, persons named again in later
+    // chunks): one index row per person, under their latest action, none left behind.
+    let under_latest = if b == Backend::Postgres {
+        "SELECT COUNT(*) FROM names n JOIN parties p ON p.case_number = n.case_number \
+         AND p.court = n.court AND p.person_id = n.person_id AND p.latest_action_id = n.latest \
+         WHERE $1 = $1"
+            .to_string()
+    } else {
+        let v = common::count(
+            &app.store,
+            "SELECT version FROM proj_meta WHERE name = $1",
+            "parties",
+        )
+        .await;
+        format!(
+            "SELECT COUNT(*) FROM names_v{v} n JOIN parties_v{v} p ON p.rowid = n.prow \
+             AND p.latest_action_id = n.rowid AND p.person_id = n.person_id WHERE $1 = $1"
+        )
+    };
+    let n = common::count(
+        &app.store,
+        "SELECT COUNT(*) FROM parties WHERE $1 = $1",
+        "x",
+    )
+    .await;
+    assert!(n > 1000, "{n} persons");
+    assert_eq!(
+        common::count(&app.store, "SELECT COUNT(*) FROM names WHERE $1 = $1", "x").await,
+        n,
+        "one index row a person"
+    );
+    assert_eq!(
+        common::count(&app.store, &under_latest, "x").await,
+        n,
+        "each person's index row under their latest action"
+    );
     let opts = isir::read::ReadOptions {
         rate_per_second: 10_000,
         burst: 10_000,

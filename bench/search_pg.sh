@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Name search on PostgreSQL at the scale of a SQLite API fixture, without the whole
+# PostgreSQL copy (#20): the fixture's persons, name index and cases are copied into a
+# PostgreSQL database (this release's `names` form, the same rows the parties builder
+# writes), and pgbench runs
+#   - this release's statements (the exact names, then the other matches, each newest
+#     first by the person's latest action: what `/v1/search` runs for a page), and
+#   - the previous release's one statement (every match ranked by its case's latest
+#     action, joined to the case),
+# each prepared, with the texts `bench/lists.sh` uses (a surname's first four letters
+# and a given name's first two), on the same tables.
+#   bench/search_pg.sh [CASES]   (default 1000000; the fixture bench/data/api-CASES.db
+#   must be built: `ONLY_SQLITE=1 PREPARE_ONLY=1 bench/lists.sh CASES`)
+# Needs sqlite3, psql, pgbench, python3 and a PostgreSQL server (ISIR_BENCH_PG).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CASES="${1:-1000000}"
+DUR="${DUR:-10}"
+CONN="${CONN:-32}"
+DB="bench/data/api-$CASES.db"
+PG="${ISIR_BENCH_PG:-postgres://postgres@127.0.0.1:5432}"
+PGDB="isir_names_$CASES"
+[ -f "$DB.done" ] || { echo "no built fixture $DB" >&2; exit 2; }
+PV="$(sqlite3 "$DB" "SELECT version FROM proj_meta WHERE name = 'parties'")"
+CV="$(sqlite3 "$DB" "SELECT version FROM proj_meta WHERE name = 'cases'")"
+if [ "$(psql "$PG/postgres" -Atqc "SELECT COUNT(*) FROM pg_database WHERE datname = '$PGDB'")" != 1 ] \
+    || [ "$(psql "$PG/$PGDB" -Atqc "SELECT COUNT(*) FROM pg_class WHERE relname = 'copied'")" != 1 ]; then
+    s=$(date +%s)
+    psql "$PG/postgres" -qc "DROP DATABASE IF EXISTS $PGDB" -c "CREATE DATABASE $PGDB"
+    psql "$PG/$PGDB" -q <<SQL
+CREATE TABLE names (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL,
+  words TEXT NOT NULL, exact TEXT NOT NULL, birth_year BIGINT, role TEXT, kind TEXT,
+  latest BIGINT NOT NULL, PRIMARY KEY (case_number, court, person_id));
+CREATE TABLE parties (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL,
+  doc TEXT NOT NULL, PRIMARY KEY (case_number, court, person_id));
+CREATE TABLE cases (case_number TEXT PRIMARY KEY, court_short TEXT, latest_action_id BIGINT NOT NULL);
+SQL
+    sqlite3 -csv "$DB" "SELECT n.case_number, n.court, n.person_id, n.words, n.exact, CAST(substr(json_extract(p.doc, '$.birth_date'), 1, 4) AS INTEGER), p.role, p.kind, n.rowid FROM names_v$PV n CROSS JOIN parties_v$PV p ON p.rowid = n.prow" \
+        | psql "$PG/$PGDB" -qc "COPY names FROM STDIN WITH (FORMAT csv)"
+    sqlite3 -csv "$DB" "SELECT case_number, court, person_id, doc FROM parties_v$PV" \
+        | psql "$PG/$PGDB" -qc "COPY parties FROM STDIN WITH (FORMAT csv)"
+    sqlite3 -csv "$DB" "SELECT case_number, court_short, latest_action_id FROM cases_v$CV" \
+        | psql "$PG/$PGDB" -qc "COPY cases FROM STDIN WITH (FORMAT csv)"
+    # This release's indexes (`projection::names::ddl`), and the previous release's
+    # ranking index of the cases.
+    psql "$PG/$PGDB" -q <<SQL
+CREATE INDEX names_words ON names USING GIN (to_tsvector('simple', words));
+CREATE INDEX names_exact ON names (exact, latest);
+CREATE INDEX names_latest ON names (latest);
+CREATE INDEX cases_latest ON cases (latest_action_id);
+ANALYZE names; ANALYZE parties; ANALYZE cases;
+CREATE TABLE copied ();
+SQL
+    echo "copied $(psql "$PG/$PGDB" -Atqc "SELECT COUNT(*) FROM names") persons in $(( $(date +%s) - s )) s"
+fi
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+# The texts, folded as the API folds them (lower case, diacritics off), with each
+# one's exact key (its words sorted) and its text query.
+sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || ' ' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties_v$PV WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
+    | python3 -c '
+import sys, unicodedata, re
+for i, l in enumerate(sys.stdin, 1):
+    f = "".join(c for c in unicodedata.normalize("NFKD", l.strip().lower()) if not unicodedata.combining(c))
+    w = [x for x in re.split(r"[^0-9a-z]+", f) if x]
+    print(f"{i}\t{\" \".join(sorted(set(w)))}\t{\" & \".join(x + \":*\" for x in w)}")' >"$WORK/texts"
+psql "$PG/$PGDB" -q -c "DROP TABLE IF EXISTS bench_t" -c "CREATE TABLE bench_t (i INT PRIMARY KEY, exact TEXT, q TEXT)" \
+    -c "\\copy bench_t FROM '$WORK/texts'"
+N=$(wc -l <"$WORK/texts")
+E="(SELECT exact FROM bench_t WHERE i = :i)"
+Q="to_tsquery('simple', (SELECT q FROM bench_t WHERE i = :i))"
+PAGE="SELECT h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.latest DESC"
+run() { # $1 label, $2 script
+    printf '\\set i random(1, %s)\n%s\n' "$N" "$2" >"$WORK/pg.sql"
+    local out tps lat
+    out=$(pgbench -n -M prepared -c "$CONN" -j 2 -T "$DUR" -f "$WORK/pg.sql" "$PG/$PGDB" 2>&1)
+    tps=$(grep -o 'tps = [0-9.]*' <<<"$out" | head -1 | cut -d' ' -f3)
+    lat=$(grep -o 'latency average = [0-9.]* ms' <<<"$out" | cut -d' ' -f4)
+    printf "%-44s %8.1f tps  (average latency %s ms)\n" "$1" "${tps:-0}" "$lat"
+}
+echo "pgbench: $CONN clients, 2 threads, $DUR s, prepared; $(nproc) cores shared with PostgreSQL"
+run "this release: exact tier + other tier" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
+WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE to_tsvector('simple', n.words) @@ $Q AND n.exact <> $E ORDER BY n.latest DESC LIMIT 51) $PAGE;"
+run "previous release: every match ranked" "WITH h AS (SELECT CASE WHEN n.exact = $E THEN 0 ELSE 1 END AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id FROM names n JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ $Q ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT 51) SELECT CAST(h.tier AS TEXT) || '|' || h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id;"
