@@ -79,9 +79,25 @@ pub fn tag(filter: char, value: &str) -> String {
     format!("{filter}{}", search_words(value).concat())
 }
 
-/// A person's filter tokens: role (`r`), kind (`k`), birth year (`y`).
+/// The token of an exact name in the `tags` column (SQLite): `x` and the hash of its
+/// [`exact_key`], so that the exact names of a text are one short term list (a common
+/// word's own list, `jan`, holds every Jan, few of them named just so). The key itself
+/// is compared too: a hash may collide.
+pub fn exact_tag(words: &[String]) -> String {
+    format!(
+        "x{:016x}",
+        xxhash_rust::xxh3::xxh3_64(exact_key(words).as_bytes())
+    )
+}
+
+/// A person's filter tokens: the exact name (`x`), role (`r`), kind (`k`), birth year
+/// (`y`).
 pub fn tags_of(d: &PartyDoc) -> String {
     let mut t = Vec::new();
+    let w = words_of(d);
+    if !w.is_empty() {
+        t.push(exact_tag(&w));
+    }
     if let Some(r) = &d.role {
         t.push(tag('r', r));
     }
@@ -256,7 +272,9 @@ mod tests {
         };
         assert_eq!(words_of(&p), ["jana", "marie", "novakova"]);
         assert_eq!(birth_year(&p), Some(1971));
-        assert_eq!(tags_of(&p), "rdluznik kf y1971");
+        let x = exact_tag(&["novakova".into(), "marie".into(), "jana".into()]);
+        assert_eq!(x.len(), 17);
+        assert_eq!(tags_of(&p), format!("{x} rdluznik kf y1971"));
         let c = PartyDoc {
             name: Some("Alza.cz a.s.".into()),
             trade_name: Some("ALZA.CZ".into()),
@@ -265,7 +283,10 @@ mod tests {
         };
         assert_eq!(words_of(&c), ["alza", "cz"]);
         assert_eq!(birth_year(&c), None);
-        assert_eq!(tags_of(&c), "rveritnavr");
+        assert_eq!(
+            tags_of(&c),
+            format!("{} rveritnavr", exact_tag(&["cz".into(), "alza".into()]))
+        );
     }
 
     #[test]

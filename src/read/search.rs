@@ -99,18 +99,24 @@ impl Search {
     }
 }
 
-/// The SQLite full-text query of `s`: every word in `words` (as a prefix when `prefix`),
-/// and the filters the `tags` column holds (role, kinds, birth year).
+/// The SQLite full-text query of `s`: every word in `words` as a prefix, or (`prefix`
+/// false) the exact name's token; and the filters the `tags` column holds (role, kinds,
+/// birth year).
 fn fts_query(s: &Search, prefix: bool) -> String {
     use crate::projection::names::tag;
     // The words are letters and digits only (`search_words` splits at anything else),
     // and so are the tags: they need no quoting beyond the engine's own.
-    let star = if prefix { "*" } else { "" };
-    let mut terms: Vec<String> = s
-        .words
-        .iter()
-        .map(|w| format!("words : \"{w}\"{star}"))
-        .collect();
+    let mut terms: Vec<String> = if prefix {
+        s.words
+            .iter()
+            .map(|w| format!("words : \"{w}\"*"))
+            .collect()
+    } else {
+        vec![format!(
+            "tags : \"{}\"",
+            crate::projection::names::exact_tag(&s.words)
+        )]
+    };
     if let Some(r) = &s.role {
         terms.push(format!("tags : \"{}\"", tag('r', r)));
     }
@@ -382,7 +388,13 @@ mod tests {
             fts_query(&s, true),
             "words : \"novak\"* AND words : \"ja\"*"
         );
-        assert_eq!(fts_query(&s, false), "words : \"novak\" AND words : \"ja\"");
+        assert_eq!(
+            fts_query(&s, false),
+            format!(
+                "tags : \"{}\"",
+                crate::projection::names::exact_tag(&s.words)
+            )
+        );
         assert_eq!(ts_query(&s.words), "novak:* & ja:*");
         let f = Search {
             role: Some("DLUŽNÍK".into()),
