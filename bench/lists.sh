@@ -11,7 +11,7 @@
 #   projections: QUERIES="case court_state court_opened updated" with cases only)
 # Needs wrk, sqlite3, pgbench and a PostgreSQL server (ISIR_BENCH_PG, default
 # postgres://postgres@127.0.0.1:5432): it makes the database isir_bench_CASES there
-# once (snapshot of the SQLite fixture restored, projections rebuilt) and keeps it.
+# once (the fixture's stream stored straight, projections rebuilt) and keeps it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CASES="${1:-200000}"
@@ -32,15 +32,14 @@ cargo build --release -q
 BIN=target/release/isir
 source bench/lib.sh
 if [ -z "${ONLY_PG:-}" ]; then
+# The PostgreSQL twin first (the same simulator stream stored straight, projections
+# rebuilt; `pg_fixture`), then the SQLite fixture. (ONLY_SQLITE=1: SQLite and Datasette
+# only.) Disk at a million cases: 30 GB + 11 GB of projections for SQLite, 19 GB +
+# projections for PostgreSQL: with PG_DROP_REPLICA=1 the PostgreSQL replica is emptied
+# once its projections stand, so both fit 80 GB.
+if [ -z "${ONLY_SQLITE:-}" ]; then pg_fixture "$CASES" "$PG" "$PGDB"; fi
 api_replica "$CASES" "$DB"
-# The SQLite projections, then the PostgreSQL copy (the SQLite replica through a
-# snapshot, projections rebuilt). One after the other: a snapshot's long read holds
-# SQLite's checkpoints back, so a rebuild beside it grows the WAL without bound (13 GB
-# at a million cases, which filled this machine's disk). (ONLY_SQLITE=1: SQLite and
-# Datasette only.) Disk: about 30 GB + its projections for SQLite, 19 GB + projections
-# for PostgreSQL at a million cases.
 api_projections "$DB"
-if [ -z "${ONLY_SQLITE:-}" ]; then pg_copy "$DB" "$PG" "$PGDB"; fi
 fi
 # Older fixtures get this release's list indexes and name index (`ensure` adds them).
 for url in $([ -z "${ONLY_PG:-}" ] && echo "sqlite://$DB") $([ -z "${ONLY_SQLITE:-}" ] && echo "$PG/$PGDB"); do
@@ -185,7 +184,16 @@ load() { # $1 kind, $2 file (fields separated by |), when picked
 }
 load case "$WORK/case_numbers"; load ico "$WORK/icos"; load court_state "$WORK/court_state"
 load court_year "$WORK/court_year"; load date "$WORK/dates"; load after "$WORK/afters"
-[ -f "$WORK/names" ] && { sed 's/%20/ /' "$WORK/names" >"$WORK/names_plain"; load name "$WORK/names_plain"; }
+# Name texts folded as the API folds them (lower case, diacritics off, split at anything
+# not a letter or digit): the exact key (words sorted, once each) and the text query.
+[ -f "$WORK/names" ] && python3 -c '
+import sys, unicodedata, re, urllib.parse
+for l in open(sys.argv[1]):
+    t = urllib.parse.unquote(l.strip())
+    f = "".join(c for c in unicodedata.normalize("NFKD", t.lower()) if not unicodedata.combining(c))
+    w = [x for x in re.split(r"[^0-9a-z]+", f) if x]
+    print(" ".join(sorted(set(w))) + "|" + " & ".join(x + ":*" for x in w))' "$WORK/names" >"$WORK/names_plain" \
+    && load name "$WORK/names_plain"
 n() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 V="(SELECT a FROM bench_v WHERE kind = '%s' AND i = :i)"
 W="(SELECT b FROM bench_v WHERE kind = '%s' AND i = :i)"
@@ -201,7 +209,11 @@ pgq() { # $1 label, $2 values count, $3 SQL (only for the queries asked)
 }
 pgq case "$(n "$WORK/case_numbers")" "SELECT doc FROM cases WHERE case_number = $(printf "$V" case)"
 pgq ico "$(n "$WORK/icos")" "SELECT doc FROM parties WHERE ico = $(printf "$V" ico) ORDER BY case_number, court, person_id LIMIT 51"
-pgq name "$(n "$WORK/names")" "WITH h AS (SELECT CASE WHEN n.exact = '' THEN 0 ELSE 1 END AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id FROM names n JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ to_tsquery('simple', replace(lower($(printf "$V" name)), ' ', ':* & ') || ':*') ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT 51) SELECT CAST(h.tier AS TEXT) || '|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id"
+# The API's two statements for a page: the exact names newest first, then the other
+# matches newest first (`read::search::sql`), each by the person's latest action.
+PAGE="SELECT h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.latest DESC"
+pgq name "$(n "$WORK/names")" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $(printf "$V" name) ORDER BY n.latest DESC LIMIT 51) $PAGE;
+WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE to_tsvector('simple', n.words) @@ to_tsquery('simple', $(printf "$W" name)) AND n.exact <> $(printf "$V" name) ORDER BY n.latest DESC LIMIT 51) $PAGE"
 pgq court_state "$(n "$WORK/court_state")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_state) AND state = $(printf "$W" court_state) ORDER BY opened, case_number LIMIT 51"
 pgq court_opened "$(n "$WORK/court_year")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_year) AND opened >= $(printf "$W" court_year) || '-01-01' AND opened <= $(printf "$W" court_year) || '-12-31' ORDER BY opened, case_number LIMIT 51"
 pgq updated "$(n "$WORK/dates")" "SELECT doc FROM cases WHERE latest_published >= $(printf "$V" date) ORDER BY latest_published DESC, case_number DESC LIMIT 51"
