@@ -122,6 +122,12 @@ lua "$WORK/dates" "/$NAME/$CV.json?latest_published__gte=%s&_sort_desc=latest_pu
 
 run_wrk() { # $1 label, $2 port, $3 lua, [$4 connections]
     local out
+    # A warm-up first, not counted (WARMUP seconds, default 3): the two back ends' files
+    # do not both fit this machine's memory, so whichever ran before left the other cold.
+    if [ "${WARMUP:-3}" != 0 ]; then
+        wrk -t2 -c"${4:-$CONN}" -d"${WARMUP:-3}s" -s "$WORK/$3.lua" "http://127.0.0.1:$2" >/dev/null
+        settle "$2"
+    fi
     out=$(wrk -t2 -c"${4:-$CONN}" -d"${DUR}s" --latency -s "$WORK/$3.lua" "http://127.0.0.1:$2" | grep RESULT)
     read -r _ reqs rps p50 p99 errs <<<"$out"
     printf "%-36s %8s req/s  p50 %7s ms  p99 %7s ms  errors %s\n" "$1" "$rps" "$p50" "$p99" "$errs"
@@ -148,7 +154,7 @@ serve() { # $1 database URL; sets SERVE_PORT (not in a subshell: PIDS must keep 
     SERVE_PORT="$p"
 }
 QUERIES="${QUERIES:-case ico name court_state court_opened updated events}"
-echo "wrk: 2 threads, $CONN connections, $DUR s each, loopback; server, wrk and the database share this machine's $(nproc) cores"
+echo "wrk: 2 threads, $CONN connections, $DUR s each after ${WARMUP:-3} s of warm-up, loopback; server, wrk and the database share this machine's $(nproc) cores"
 
 if [ -z "${ONLY_PG:-}" ]; then
 echo "== isir serve on SQLite"
