@@ -415,6 +415,42 @@ async fn rebuild_equals_incremental() {
     }
 }
 
+/// A PostgreSQL rebuild refreshes the statistics of the version it fills as it grows
+/// (after its 1st, 2nd, 4th... batch), not only once it is full: PostgreSQL's own
+/// counter of `ANALYZE` runs on the new tables says so (the final refresh alone is one).
+#[tokio::test]
+async fn a_postgres_rebuild_refreshes_statistics_as_the_version_grows() {
+    let (_sim, _db, app, _g) = replica(Backend::Postgres, 12_000, 41).await;
+    catch_up_all(&app.store, 5000).await;
+    // Batches of 300 actions: 40 of them, so the schedule refreshes at least 6 times.
+    let m = projection::rebuild(&app.store, "parties", 300)
+        .await
+        .unwrap();
+    assert_eq!(m.version, 2);
+    let analyzed = |t: &'static str| {
+        let store = app.store.clone();
+        async move {
+            count(
+                &store,
+                "SELECT CAST(COALESCE(SUM(analyze_count), 0) AS BIGINT) FROM pg_stat_user_tables WHERE relname = $1",
+                t,
+            )
+            .await
+        }
+    };
+    // (The rebuild's connections report their counters when they go idle.)
+    let mut n = 0;
+    for _ in 0..100 {
+        n = analyzed("parties_v2").await;
+        if n >= 4 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(n >= 4, "parties_v2 analyzed {n} times during its rebuild");
+    assert!(analyzed("party_history_v2").await >= 2);
+}
+
 fn action(id: i64, case: &str, code: &str, note: Option<&str>) -> isir::source::Action {
     isir::source::Action {
         id,
