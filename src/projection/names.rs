@@ -91,12 +91,11 @@ pub fn exact_tag(words: &[String]) -> String {
 }
 
 /// A person's filter tokens: the exact name (`x`), role (`r`), kind (`k`), birth year
-/// (`y`).
-pub fn tags_of(d: &PartyDoc) -> String {
+/// (`y`); `w` is the person's [`words_of`], which the caller has at hand.
+pub fn tags_of(d: &PartyDoc, w: &[String]) -> String {
     let mut t = Vec::new();
-    let w = words_of(d);
     if !w.is_empty() {
-        t.push(exact_tag(&w));
+        t.push(exact_tag(w));
     }
     if let Some(r) = &d.role {
         t.push(tag('r', r));
@@ -174,7 +173,7 @@ pub async fn write(
             d.person_id.as_str().into(),
             d.latest_action_id.into(),
             w.join(" ").into(),
-            tags_of(d).into(),
+            tags_of(d, &w).into(),
             exact_key(&w).into(),
         ];
         tx.exec(&ins, &binds).await?;
@@ -274,7 +273,7 @@ mod tests {
         assert_eq!(birth_year(&p), Some(1971));
         let x = exact_tag(&["novakova".into(), "marie".into(), "jana".into()]);
         assert_eq!(x.len(), 17);
-        assert_eq!(tags_of(&p), format!("{x} rdluznik kf y1971"));
+        assert_eq!(tags_of(&p, &words_of(&p)), format!("{x} rdluznik kf y1971"));
         let c = PartyDoc {
             name: Some("Alza.cz a.s.".into()),
             trade_name: Some("ALZA.CZ".into()),
@@ -284,7 +283,7 @@ mod tests {
         assert_eq!(words_of(&c), ["alza", "cz"]);
         assert_eq!(birth_year(&c), None);
         assert_eq!(
-            tags_of(&c),
+            tags_of(&c, &words_of(&c)),
             format!("{} rveritnavr", exact_tag(&["cz".into(), "alza".into()]))
         );
     }
