@@ -131,3 +131,24 @@ pg_fixture() {
     ISIR_DATABASE__URL="$pg/$pgdb" ISIR_LOG=warn $BIN phase set serve --force >/dev/null
     echo "postgres fixture built in $(( $(date +%s) - s )) s"
 }
+
+# Search texts, one a line on stdin, folded as the API folds a person's name (lower
+# case, diacritics off, split at anything not a letter or digit). `fold_texts url`
+# prints those whose every word is 2-4 characters (what the prefix terms alone serve,
+# so that the pgbench floor's statement is the API's own), URL-quoted; `fold_texts sql`
+# prints each text's exact key (its words sorted, once each) and its words as a
+# PostgreSQL array: `key|{"w1","w2"}`.
+fold_texts() {
+    python3 -c '
+import sys, unicodedata, re, urllib.parse
+for l in sys.stdin:
+    t = urllib.parse.unquote(l.strip())
+    f = "".join(c for c in unicodedata.normalize("NFKD", t.lower()) if not unicodedata.combining(c))
+    w = [x for x in re.split(r"[^0-9a-z]+", f) if x]
+    if not w or not all(2 <= len(x) <= 4 for x in w):
+        continue
+    if sys.argv[1] == "url":
+        print(urllib.parse.quote(t))
+    else:
+        print(" ".join(sorted(set(w))) + "|{" + ",".join(chr(34) + x + chr(34) for x in w) + "}")' "$1"
+}

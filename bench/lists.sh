@@ -61,18 +61,19 @@ trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$WORK
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # The same random values for every server: cases, debtor IČOs, names (a surname's
-# first four letters and a given name's first two: what people type), court + state
+# first four letters and a given name's first two: what people type; those whose
+# words fold to 2-4 characters each, `fold_texts`), court + state
 # pairs, court + a year of openings, dates, feed positions.
 if [ -n "${ONLY_PG:-}" ]; then
     q "SELECT year || '/' || number || '|' || replace(case_number, ' ', '%20') FROM cases WHERE year <= 2100 ORDER BY random() LIMIT 2000" >"$WORK/cases"
     q "SELECT DISTINCT ico, random() FROM parties WHERE ico IS NOT NULL AND role = 'DLUŽNÍK' ORDER BY 2 LIMIT 2000" | cut -d'|' -f1 >"$WORK/icos"
-    q "SELECT substr((doc::jsonb)->>'name', 1, 4) || '%20' || substr((doc::jsonb)->>'first_name', 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND (doc::jsonb)->>'first_name' IS NOT NULL ORDER BY random() LIMIT 2000" \
-        | python3 -c 'import sys, urllib.parse; [print(urllib.parse.quote(l.rstrip("\n").replace("%20", " "))) for l in sys.stdin]' >"$WORK/names"
+    q "SELECT substr((doc::jsonb)->>'name', 1, 4) || ' ' || substr((doc::jsonb)->>'first_name', 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND (doc::jsonb)->>'first_name' IS NOT NULL ORDER BY random() LIMIT 2000" \
+        | fold_texts url >"$WORK/names"
     q "SELECT action_id FROM timeline ORDER BY random() LIMIT 2000" >"$WORK/afters"
 else
     pick_lookups "$DB" "$WORK"
-    sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || '%20' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
-        | python3 -c 'import sys, urllib.parse; [print(urllib.parse.quote(l.rstrip("\n").replace("%20", " "))) for l in sys.stdin]' >"$WORK/names"
+    sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || ' ' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
+        | fold_texts url >"$WORK/names"
     sqlite3 "$DB" "SELECT action_id FROM timeline ORDER BY random() LIMIT 2000" >"$WORK/afters"
 fi
 cut -d'|' -f1 "$WORK/cases" >"$WORK/case_paths"
@@ -190,16 +191,8 @@ load() { # $1 kind, $2 file (fields separated by |), when picked
 }
 load case "$WORK/case_numbers"; load ico "$WORK/icos"; load court_state "$WORK/court_state"
 load court_year "$WORK/court_year"; load date "$WORK/dates"; load after "$WORK/afters"
-# Name texts folded as the API folds them (lower case, diacritics off, split at anything
-# not a letter or digit): the exact key (words sorted, once each) and the text query.
-[ -f "$WORK/names" ] && python3 -c '
-import sys, unicodedata, re, urllib.parse
-for l in open(sys.argv[1]):
-    t = urllib.parse.unquote(l.strip())
-    f = "".join(c for c in unicodedata.normalize("NFKD", t.lower()) if not unicodedata.combining(c))
-    w = [x for x in re.split(r"[^0-9a-z]+", f) if x]
-    print(" ".join(sorted(set(w))) + "|" + " & ".join(x + ":*" for x in w))' "$WORK/names" >"$WORK/names_plain" \
-    && load name "$WORK/names_plain"
+# Name texts folded as the API folds them: the exact key and the words' array.
+[ -f "$WORK/names" ] && fold_texts sql <"$WORK/names" >"$WORK/names_plain" && load name "$WORK/names_plain"
 n() { if [ -f "$1" ]; then wc -l <"$1"; else echo 0; fi; }
 V="(SELECT a FROM bench_v WHERE kind = '%s' AND i = :i)"
 W="(SELECT b FROM bench_v WHERE kind = '%s' AND i = :i)"
@@ -219,7 +212,7 @@ pgq ico "$(n "$WORK/icos")" "SELECT doc FROM parties WHERE ico = $(printf "$V" i
 # matches newest first (`read::search::sql`), each by the person's latest action.
 PAGE="SELECT h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.latest DESC"
 pgq name "$(n "$WORK/names")" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $(printf "$V" name) ORDER BY n.latest DESC LIMIT 51) $PAGE;
-WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE to_tsvector('simple', n.words) @@ to_tsquery('simple', $(printf "$W" name)) AND n.exact <> $(printf "$V" name) ORDER BY n.latest DESC LIMIT 51) $PAGE"
+WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE string_to_array(n.terms, ' ') @> CAST($(printf "$W" name) AS TEXT[]) AND n.exact <> $(printf "$V" name) ORDER BY n.latest DESC LIMIT 51) $PAGE"
 pgq court_state "$(n "$WORK/court_state")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_state) AND state = $(printf "$W" court_state) ORDER BY opened, case_number LIMIT 51"
 pgq court_opened "$(n "$WORK/court_year")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_year) AND opened >= $(printf "$W" court_year) || '-01-01' AND opened <= $(printf "$W" court_year) || '-12-31' ORDER BY opened, case_number LIMIT 51"
 pgq updated "$(n "$WORK/dates")" "SELECT doc FROM cases WHERE latest_published >= $(printf "$V" date) ORDER BY latest_published DESC, case_number DESC LIMIT 51"

@@ -3,10 +3,12 @@
 # PostgreSQL copy (#20): the fixture's persons, name index and cases are copied into a
 # PostgreSQL database (this release's `names` form, the same rows the parties builder
 # writes), and pgbench runs
-#   - this release's statements (the exact names, then the other matches, each newest
-#     first by the person's latest action: what `/v1/search` runs for a page), and
-#   - the previous release's one statement (every match ranked by its case's latest
-#     action, joined to the case),
+#   - this release's statements (the exact names, then the other matches by their
+#     prefix terms, each newest first by the person's latest action: what `/v1/search`
+#     runs for a page of texts whose words are 2-4 letters),
+#   - the release before's (the other matches by `tsvector` prefixes), and
+#   - the one statement of the release before that (every match ranked by its case's
+#     latest action, joined to the case),
 # each prepared, with the texts `bench/lists.sh` uses (a surname's first four letters
 # and a given name's first two), on the same tables.
 #   bench/search_pg.sh [CASES]   (default 1000000; the fixture bench/data/api-CASES.db
@@ -53,33 +55,26 @@ CREATE TABLE copied ();
 SQL
     echo "copied $(psql "$PG/$PGDB" -Atqc "SELECT COUNT(*) FROM names") persons in $(( $(date +%s) - s )) s"
 fi
-# A proposal measured beside them (not what the API runs): each word's 2- to 4-letter
-# prefixes as terms of their own in a `text[]` under GIN `array_ops`, so that `ma` is
-# one posting list (the tsvector's `ma:*` expands to every word that starts so, and its
-# matches are rechecked by computing `to_tsvector` again).
+# This release's prefix terms (`projection::names::prefix_terms`, here in SQL: each
+# word's 2- to 4-letter prefixes, the order of no matter to the index) and their index.
 if [ "$(psql "$PG/$PGDB" -Atqc "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'names' AND column_name = 'terms'")" != 1 ]; then
     s=$(date +%s)
     psql "$PG/$PGDB" -q <<SQL
-ALTER TABLE names ADD COLUMN terms TEXT[];
-UPDATE names SET terms = ARRAY(SELECT DISTINCT left(w, l) FROM unnest(string_to_array(words, ' ')) w, generate_series(2, 4) l WHERE length(w) >= l);
-CREATE INDEX names_terms ON names USING GIN (terms);
+ALTER TABLE names ADD COLUMN terms TEXT;
+UPDATE names SET terms = array_to_string(ARRAY(SELECT DISTINCT left(w, l) FROM unnest(string_to_array(words, ' ')) w, generate_series(2, 4) l WHERE length(w) >= l), ' ');
+CREATE INDEX names_terms ON names USING GIN ((string_to_array(terms, ' ')));
 VACUUM ANALYZE names;
 SQL
     echo "prefix terms added in $(( $(date +%s) - s )) s"
 fi
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-# The texts, folded as the API folds them (lower case, diacritics off), with each
-# one's exact key (its words sorted) and its text query.
+# The texts, folded as the API folds them (`fold_texts` of bench/lib.sh: those whose
+# words are 2-4 characters each), with each one's exact key, its text query (the
+# previous release's) and its words' array (this release's).
+source bench/lib.sh
 sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || ' ' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties_v$PV WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
-    | python3 -c '
-import sys, unicodedata, re
-for i, l in enumerate(sys.stdin, 1):
-    f = "".join(c for c in unicodedata.normalize("NFKD", l.strip().lower()) if not unicodedata.combining(c))
-    w = [x for x in re.split(r"[^0-9a-z]+", f) if x]
-    exact, q = " ".join(sorted(set(w))), " & ".join(x + ":*" for x in w)
-    arr = "{" + ",".join(x for x in w if 2 <= len(x) <= 4) + "}"
-    print(f"{i}\t{exact}\t{q}\t{arr}")' >"$WORK/texts"
+    | fold_texts sql | awk -F'|' '{ q = $2; gsub(/[{}"]/, "", q); gsub(/,/, ":* \\& ", q); printf "%d\t%s\t%s:*\t%s\n", NR, $1, q, $2 }' >"$WORK/texts"
 psql "$PG/$PGDB" -q -c "DROP TABLE IF EXISTS bench_t" -c "CREATE TABLE bench_t (i INT PRIMARY KEY, exact TEXT, q TEXT, arr TEXT[])" \
     -c "\\copy bench_t FROM '$WORK/texts'"
 N=$(wc -l <"$WORK/texts")
@@ -95,10 +90,8 @@ run() { # $1 label, $2 script
     printf "%-44s %8.1f tps  (average latency %s ms)\n" "$1" "${tps:-0}" "$lat"
 }
 echo "pgbench: $CONN clients, 2 threads, $DUR s, prepared; $(nproc) cores shared with PostgreSQL"
-run "this release: exact tier + other tier" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
+run "this release: exact tier + prefix-terms tier" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
+WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE string_to_array(n.terms, ' ') @> (SELECT arr FROM bench_t WHERE i = :i) AND n.exact <> $E ORDER BY n.latest DESC LIMIT 51) $PAGE;"
+run "the release before: exact tier + tsvector tier" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
 WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE to_tsvector('simple', n.words) @@ $Q AND n.exact <> $E ORDER BY n.latest DESC LIMIT 51) $PAGE;"
-run "previous release: every match ranked" "WITH h AS (SELECT CASE WHEN n.exact = $E THEN 0 ELSE 1 END AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id FROM names n JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ $Q ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT 51) SELECT CAST(h.tier AS TEXT) || '|' || h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id;"
-# (The texts are a surname's first four letters and a given name's first two: every word
-# is 2-4 letters, so the proposal's condition is the array alone.)
-run "proposal: exact tier + prefix-terms tier" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
-WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.terms @> (SELECT arr FROM bench_t WHERE i = :i) AND n.exact <> $E ORDER BY n.latest DESC LIMIT 51) $PAGE;"
+run "two releases before: every match ranked" "WITH h AS (SELECT CASE WHEN n.exact = $E THEN 0 ELSE 1 END AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id FROM names n JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ $Q ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT 51) SELECT CAST(h.tier AS TEXT) || '|' || h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id;"

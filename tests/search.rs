@@ -149,13 +149,7 @@ fn truth_latest(sim: &isir::sim::Simulator) -> BTreeMap<(String, String, String)
 async fn search(b: Backend) {
     let (sim, url, _g) = common::sim(20_000, 1000, 43).await;
     let db = common::fresh_db(b).await;
-    let mut s = common::settings(&url, &db);
-    s.poll.max_batches_per_tick = 1000;
-    let app = common::app(s).await;
-    app.poller().unwrap().poll_once().await;
-    for n in projection::NAMES {
-        projection::catch_up(&app.store, n, 5000).await.unwrap();
-    }
+    let app = common::projected(&url, &db).await;
     app.store.set_setting("phase", "serve").await.unwrap();
     // Built incrementally (chunks of 5 000 actions, persons named again in later
     // chunks): one index row per person, under their latest action, none left behind.
@@ -702,4 +696,109 @@ async fn name_search_sqlite() {
 #[tokio::test]
 async fn name_search_postgres() {
     search(Backend::Postgres).await;
+}
+
+/// A PostgreSQL store whose name index is the previous release's form (no prefix terms:
+/// this release's table without its `terms` column and index) is rebuilt in this
+/// release's form when the parties builder next starts, with its statistics, and answers
+/// every shape of text as before: words of 2-4 letters (prefix terms), longer words
+/// (`tsvector` prefixes) and a single letter (a filter), each finding the truth's debtor
+/// it was taken from.
+#[tokio::test]
+async fn an_earlier_name_index_is_rebuilt_on_postgres() {
+    use isir::projection::sql::Tx;
+    use isir::read::search::{Search, Tables, search};
+    let (sim, url, _g) = common::sim(6_000, 1000, 47).await;
+    let db = common::fresh_db(Backend::Postgres).await;
+    let app = common::projected(&url, &db).await;
+    let people: Vec<_> = sim
+        .truth_debtors()
+        .into_iter()
+        .filter(|d| !d.erased && d.person.first_name.is_some())
+        .take(12)
+        .collect();
+    assert_eq!(people.len(), 12);
+    let mut texts = Vec::new();
+    for d in &people {
+        let sur = fold(d.person.name.as_ref().unwrap()).join(" ");
+        let first = fold(d.person.first_name.as_ref().unwrap()).join(" ");
+        let head = |w: &str, n: usize| w.chars().take(n).collect::<String>();
+        for t in [
+            format!("{} {}", head(&sur, 4), head(&first, 2)),
+            format!("{sur} {}", head(&first, 1)),
+            format!("{first} {}", head(&sur, 3)),
+        ] {
+            texts.push((d.case_number.clone(), d.person.name.clone().unwrap(), t));
+        }
+    }
+    let answers = || async {
+        let mut tx = Tx::begin_read(&app.store).await.unwrap();
+        let at = Tables::of(&mut tx).await.unwrap();
+        let mut out = Vec::new();
+        for (case, name, t) in &texts {
+            let s = Search {
+                words: t.split(' ').map(str::to_string).collect(),
+                ..Default::default()
+            };
+            let hits = search(&mut tx, at, &s, None, 100_000).await.unwrap();
+            let found = hits.iter().any(|h| {
+                let v: Value = serde_json::from_str(&h.doc).unwrap();
+                v["case_number"] == case.as_str() && v["name"] == name.as_str()
+            });
+            assert!(found, "{t:?} finds {name} in {case}");
+            out.push(hits.iter().map(|h| h.doc.clone()).collect::<Vec<_>>());
+        }
+        tx.commit().await.unwrap();
+        out
+    };
+    let before = answers().await;
+    let exec = |sql: &'static str| {
+        let store = app.store.clone();
+        async move {
+            let mut tx = Tx::begin(&store).await.unwrap();
+            tx.exec(sql, &[]).await.unwrap();
+            tx.commit().await.unwrap();
+        }
+    };
+    exec("DROP VIEW names").await;
+    exec("ALTER TABLE names_v1 DROP COLUMN terms").await;
+    exec("CREATE VIEW names AS SELECT * FROM names_v1").await;
+    let column = "SELECT COUNT(*) FROM information_schema.columns WHERE table_name = $1 AND column_name = 'terms'";
+    assert_eq!(common::count(&app.store, column, "names_v1").await, 0);
+    // Until its builder starts, a search of the earlier form is a 503 that says so.
+    let mut tx = Tx::begin_read(&app.store).await.unwrap();
+    let at = Tables::of(&mut tx).await.unwrap();
+    let s = Search {
+        words: vec!["ja".into()],
+        ..Default::default()
+    };
+    let e = search(&mut tx, at, &s, None, 10).await.unwrap_err();
+    assert_eq!(e.status, 503, "{}", e.detail);
+    assert!(e.detail.contains("not built yet"), "{}", e.detail);
+    drop(tx);
+
+    projection::ensure(&app.store, "parties").await.unwrap();
+    assert_eq!(common::count(&app.store, column, "names").await, 1);
+    let persons = common::count(
+        &app.store,
+        "SELECT COUNT(*) FROM parties WHERE $1 = $1",
+        "x",
+    )
+    .await;
+    assert_eq!(
+        common::count(&app.store, "SELECT COUNT(*) FROM names WHERE $1 = $1", "x").await,
+        persons,
+        "every person indexed again"
+    );
+    assert!(
+        common::count(
+            &app.store,
+            "SELECT CAST(reltuples AS BIGINT) FROM pg_class WHERE relname = $1",
+            "names_v1"
+        )
+        .await
+            >= persons / 2,
+        "the rebuilt index's statistics taken"
+    );
+    assert_eq!(answers().await, before, "the same answers");
 }

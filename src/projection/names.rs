@@ -8,8 +8,12 @@
 //! action names one person, so the ID is the person's alone): FTS5 walks a match in
 //! rowid order without sorting it. The words are indexed with prefixes, the filters as
 //! tokens of a second column (`tags`), the rest `UNINDEXED`; `prow` is the person's
-//! `parties` rowid. On PostgreSQL a plain table keyed like `parties`, with a GIN index
-//! over `to_tsvector('simple', words)` and B-tree indexes in the order of the ranking.
+//! `parties` rowid. On PostgreSQL a plain table keyed like `parties`, with B-tree
+//! indexes in the order of the ranking and two GIN indexes, the same split as FTS5's:
+//! each word's prefixes of 2 to 4 characters as terms of their own (`terms`, indexed as
+//! an array: a searched word that short is one posting list, where the `tsvector`'s
+//! `ma:*` would expand to every word starting so and recheck each match), and
+//! `to_tsvector('simple', words)` for longer searched words, whose expansion is small.
 //! Written only by the parties builder, in the same step as the row it indexes (an
 //! erased debtor leaves both at once); read only by [`crate::read::search`].
 
@@ -18,17 +22,26 @@ use super::fold::{exact_key, search_words};
 use super::parties::PartyDoc;
 use super::sql::{Tx, Val};
 
+/// The shortest and longest prefix of a word indexed as a term of its own (FTS5's
+/// `prefix = '2 3 4'`, PostgreSQL's `terms`). A searched word of this length is read
+/// from one term list; a longer one by the word index's own prefix expansion.
+pub const PREFIXES: std::ops::RangeInclusive<usize> = 2..=4;
+
 /// The table's statements for version `v`.
 pub fn ddl(v: i64, pg: bool) -> Vec<String> {
     if pg {
         vec![
             format!(
                 "CREATE TABLE names_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
-                 words TEXT NOT NULL, exact TEXT NOT NULL, birth_year BIGINT, role TEXT, kind TEXT, \
-                 latest BIGINT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
+                 words TEXT NOT NULL, terms TEXT NOT NULL, exact TEXT NOT NULL, birth_year BIGINT, role TEXT, \
+                 kind TEXT, latest BIGINT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
             ),
             format!(
                 "CREATE INDEX names_v{v}_words ON names_v{v} USING GIN (to_tsvector('simple', words))"
+            ),
+            // (`@>` on an array's GIN index is exact: no row is rechecked.)
+            format!(
+                "CREATE INDEX names_v{v}_terms ON names_v{v} USING GIN ((string_to_array(terms, ' ')))"
             ),
             // The exact names newest first; every match newest first (the planner's
             // choice for a common text: the newest rows, each checked, until the page
@@ -39,10 +52,12 @@ pub fn ddl(v: i64, pg: bool) -> Vec<String> {
     } else {
         // Prefix indexes of 2 to 4 characters: `nova*` reads one term list, not every
         // term that starts so.
+        let prefix: Vec<String> = PREFIXES.map(|l| l.to_string()).collect();
         vec![format!(
             "CREATE VIRTUAL TABLE names_v{v} USING fts5(words, tags, exact UNINDEXED, case_number UNINDEXED, \
              court UNINDEXED, person_id UNINDEXED, prow UNINDEXED, \
-             tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3 4')"
+             tokenize = 'unicode61 remove_diacritics 2', prefix = '{}')",
+            prefix.join(" ")
         )]
     }
 }
@@ -61,6 +76,25 @@ pub fn words_of(d: &PartyDoc) -> Vec<String> {
         }
     }
     w
+}
+
+/// The prefixes of `words` indexed as terms ([`PREFIXES`] characters long; a word of
+/// that length is one of its own), each once, space-separated (PostgreSQL's `terms`).
+/// The words are letters and digits only ([`search_words`]).
+pub fn prefix_terms(words: &[String]) -> String {
+    let mut t: Vec<String> = Vec::new();
+    for w in words {
+        let chars: Vec<char> = w.chars().collect();
+        for l in PREFIXES {
+            if chars.len() >= l {
+                let p: String = chars[..l].iter().collect();
+                if !t.contains(&p) {
+                    t.push(p);
+                }
+            }
+        }
+    }
+    t.join(" ")
 }
 
 /// The year of a birth date (`YYYY-MM-DD`), when it has one.
@@ -129,6 +163,7 @@ pub async fn write(
                     d.court.as_str().into(),
                     d.person_id.as_str().into(),
                     w.join(" ").into(),
+                    prefix_terms(&w).into(),
                     exact_key(&w).into(),
                     birth_year(d).into(),
                     d.role.clone().into(),
@@ -144,6 +179,7 @@ pub async fn write(
                 "court",
                 "person_id",
                 "words",
+                "terms",
                 "exact",
                 "birth_year",
                 "role",
@@ -196,14 +232,15 @@ pub async fn delete(tx: &mut Tx, v: i64, key: [&str; 3]) -> Result<(), Projectio
 }
 
 /// Whether version `v`'s table exists in this release's form: `None` when it does not
-/// exist, `Some(false)` when it is an earlier release's (ranked by another order).
+/// exist, `Some(false)` when it is an earlier release's (ranked by another order, or on
+/// PostgreSQL without the prefix terms).
 pub async fn current(tx: &mut Tx, v: i64) -> Result<Option<bool>, ProjectionError> {
     let table = format!("names_v{v}");
     let (exists, column) = if tx.is_postgres() {
         (
             "SELECT COUNT(*) FROM pg_class WHERE relname = $1 AND relkind IN ('r', 'p')",
             "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() \
-             AND table_name = $1 AND column_name = 'latest'",
+             AND table_name = $1 AND column_name = 'terms'",
         )
     } else {
         (
@@ -286,6 +323,18 @@ mod tests {
             tags_of(&c, &words_of(&c)),
             format!("{} rveritnavr", exact_tag(&["cz".into(), "alza".into()]))
         );
+    }
+
+    #[test]
+    fn prefix_terms_of_words() {
+        let w = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            prefix_terms(&w(&["jana", "novakova", "j", "ab"])),
+            "ja jan jana no nov nova ab"
+        );
+        // By characters, not bytes; a prefix shared by two words once.
+        assert_eq!(prefix_terms(&w(&["øster", "østen"])), "øs øst øste");
+        assert_eq!(prefix_terms(&[]), "");
     }
 
     #[test]

@@ -232,6 +232,8 @@ impl Builder for Parties {
             return Ok(false);
         }
         let n = super::names::backfill(tx, v).await?;
+        // A new table, filled at once: its statistics now, not when autovacuum comes.
+        super::analyze(tx, &format!("names_v{v}")).await?;
         tracing::info!(
             version = v,
             persons = n,

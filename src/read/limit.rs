@@ -34,11 +34,13 @@ pub fn timed_out(e: &sqlx::Error) -> bool {
 /// Whether `e` is a statement on a table that does not exist: a projection whose first
 /// build has not swapped its table in yet, on a store an operator forced into phase
 /// `serve` (PostgreSQL `undefined_table`; SQLite "no such table", from sqlx or from a
-/// direct connection).
+/// direct connection); or on a table of an earlier release's form that its builder has
+/// not brought up to this release's yet (PostgreSQL `undefined_column`).
 pub fn missing_table(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Database(d) => {
-            d.code().as_deref() == Some("42P01") || d.message().starts_with("no such table")
+            matches!(d.code().as_deref(), Some("42P01") | Some("42703"))
+                || d.message().starts_with("no such table")
         }
         sqlx::Error::Io(io) => io.to_string().contains("no such table"),
         _ => false,
@@ -50,8 +52,8 @@ pub fn missing_table(e: &sqlx::Error) -> bool {
 pub fn problem(e: sqlx::Error) -> Problem {
     if missing_table(&e) {
         return Problem::unavailable(
-            "a projection this answer reads is not built yet (`isir project status`; \
-             `isir project catch-up` builds it); try again later",
+            "a projection this answer reads is not built yet, or not in this release's form yet \
+             (`isir project status`; `isir project catch-up` builds it); try again later",
         )
         .retry_after(RETRY_AFTER_UNBUILT);
     }

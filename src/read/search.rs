@@ -2,7 +2,8 @@
 //! prefix, in any order, case and diacritics ignored, legal-form suffixes ignored;
 //! ranked (the exact full name first, then the others), each tier by the person's
 //! latest action, newest first; keyset-paged, on each engine's own text index (SQLite
-//! FTS5, PostgreSQL `tsvector` with GIN), which the JSON API and the search page share.
+//! FTS5; PostgreSQL GIN over prefix terms and `tsvector`), which the JSON API and the
+//! search page share.
 //! The name index keeps each person under their latest action ([`crate::projection::
 //! names`]), so a page is a walk of the index in rank order that stops at its end:
 //! no match is ranked that is not on the page, however many persons match.
@@ -143,6 +144,46 @@ fn ts_query(words: &[String]) -> String {
         .join(" & ")
 }
 
+/// The PostgreSQL conditions that every word in `words` is a word of the person's or a
+/// prefix of one, split as the name index is ([`crate::projection::names`]): the words
+/// of 2 to 4 characters as prefix terms (one posting list each, no recheck), longer
+/// words as `tsvector` prefixes (a short expansion), a single character (the text has a
+/// longer word too) as a filter on the words the other conditions found.
+fn pg_words(words: &[String], b: &mut Binds) -> Vec<String> {
+    use crate::projection::names::PREFIXES;
+    let len = |w: &&String| w.chars().count();
+    let short: Vec<&String> = words
+        .iter()
+        .filter(|w| PREFIXES.contains(&len(w)))
+        .collect();
+    let long: Vec<String> = words
+        .iter()
+        .filter(|w| len(w) > *PREFIXES.end())
+        .cloned()
+        .collect();
+    let mut conds = Vec::new();
+    if !short.is_empty() {
+        // The words are letters and digits only: quoted, they need no escaping.
+        let arr: Vec<String> = short.iter().map(|w| format!("\"{w}\"")).collect();
+        let m = b.add(format!("{{{}}}", arr.join(",")));
+        conds.push(format!(
+            "string_to_array(n.terms, ' ') @> CAST({m} AS TEXT[])"
+        ));
+    }
+    if !long.is_empty() {
+        let m = b.add(ts_query(&long));
+        conds.push(format!(
+            "to_tsvector('simple', n.words) @@ to_tsquery('simple', {m})"
+        ));
+    }
+    for w in words.iter().filter(|w| len(w) < *PREFIXES.start()) {
+        // (Letters and digits: nothing `LIKE` treats as a pattern.)
+        let m = b.add(format!("% {w}%"));
+        conds.push(format!("(' ' || n.words) LIKE {m}"));
+    }
+    conds
+}
+
 /// The tables a search reads: the views (PostgreSQL), or on SQLite the live versions'
 /// tables, so that a person's row is found by the rowid its name row holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,10 +246,7 @@ fn matches(s: &Search, at: Tables, tier: Option<Tier>, b: &mut Binds) -> (String
     let mut conds = Vec::new();
     if at == Tables::Views {
         if tier != Some(Tier::Exact) {
-            let m = b.add(ts_query(&s.words));
-            conds.push(format!(
-                "to_tsvector('simple', n.words) @@ to_tsquery('simple', {m})"
-            ));
+            conds.extend(pg_words(&s.words, b));
         }
         if let Some(r) = &s.role {
             conds.push(format!("n.role = {}", b.add(r.as_str())));
@@ -396,6 +434,26 @@ mod tests {
             )
         );
         assert_eq!(ts_query(&s.words), "novak:* & ja:*");
+        let mut b = Binds::default();
+        let words: Vec<String> = ["novakova", "j", "ja", "nov", "marie"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            pg_words(&words, &mut b),
+            [
+                "string_to_array(n.terms, ' ') @> CAST($1 AS TEXT[])",
+                "to_tsvector('simple', n.words) @@ to_tsquery('simple', $2)",
+                "(' ' || n.words) LIKE $3",
+            ]
+        );
+        assert_eq!(
+            b.0,
+            [
+                Val::from("{\"ja\",\"nov\"}"),
+                Val::from("novakova:* & marie:*"),
+                Val::from("% j%"),
+            ]
+        );
         let f = Search {
             role: Some("DLUŽNÍK".into()),
             kinds: vec!["F".into(), "PODNIKATEL".into()],

@@ -136,6 +136,22 @@ pub async fn app(s: Settings) -> App {
     app
 }
 
+/// The writer's parts on `db` with the stream of the simulator at `url` stored (one tick
+/// of up to 1 000 batches) and every projection caught up in chunks of 5 000 actions, so
+/// that persons named again in later chunks are changed, not only written once.
+pub async fn projected(url: &str, db: &TestDb) -> App {
+    let mut s = settings(url, db);
+    s.poll.max_batches_per_tick = 1000;
+    let app = app(s).await;
+    app.poller().unwrap().poll_once().await;
+    for n in isir::projection::NAMES {
+        isir::projection::catch_up(&app.store, n, 5000)
+            .await
+            .unwrap();
+    }
+    app
+}
+
 pub async fn store(db: &TestDb) -> Store {
     let s = Store::connect(&db.url, 5).await.unwrap();
     s.migrate().await.unwrap();
