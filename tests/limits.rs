@@ -298,7 +298,7 @@ async fn plans(b: Backend) {
 /// person's latest action) and stops at the page's end: no sort of every match, however
 /// many match; the case joins for a court filter, the documents for the page alone.
 async fn search_plan(b: Backend) {
-    use isir::read::search::{Search, Tier};
+    use isir::read::search::{Scan, Search, Tier, WINDOW};
     let (store, _db) = store(b).await;
     let mut tx = Tx::begin_read(&store).await.unwrap();
     let at = isir::read::search::Tables::of(&mut tx).await.unwrap();
@@ -315,34 +315,48 @@ async fn search_plan(b: Backend) {
         ..plain.clone()
     };
     for s in [&plain, &filtered] {
-        for tier in [Tier::Exact, Tier::Prefix] {
+        for (tier, scan) in [
+            (Tier::Exact, Scan::Index),
+            (Tier::Prefix, Scan::Index),
+            (Tier::Prefix, Scan::Window(WINDOW)),
+            (Tier::Prefix, Scan::Beyond(WINDOW)),
+        ] {
+            // (PostgreSQL reads the other matches by a window and beyond it.)
+            if (b == Backend::Postgres) == (tier == Tier::Prefix && scan == Scan::Index)
+                || (b == Backend::Sqlite && scan != Scan::Index)
+            {
+                continue;
+            }
             for before in [None, Some(1000)] {
-                let (sql, binds) = isir::read::search::sql(s, tier, before, 51, at);
+                let (sql, binds) = isir::read::search::sql(s, tier, before, 51, at, scan);
                 let plan = explain(&store, &sql, &binds).await;
                 let what = format!(
-                    "{b:?} search {tier:?} (court: {}, after: {})",
+                    "{b:?} search {tier:?} {scan:?} (court: {}, after: {})",
                     s.court.is_some(),
                     before.is_some()
                 );
                 if b == Backend::Postgres {
                     assert!(!plan.contains("Seq Scan"), "{what}\n{plan}");
-                    if tier == Tier::Exact {
-                        assert!(
+                    match scan {
+                        Scan::Index => assert!(
                             plan.contains("using names_v1_exact"),
                             "{what}: the exact names by their index\n{plan}"
-                        );
-                    } else if s.court.is_none() {
-                        // The other matches, when not by a walk of the latest actions
-                        // (the planner's choice for a common text), by the prefix terms'
-                        // index: the condition is its expression. (With a court, the
+                        ),
+                        // The newest persons in rank order, each checked: no sort.
+                        Scan::Window(_) => assert!(
+                            plan.contains("Index Scan Backward using names_v1_latest")
+                                && !plan.contains("Sort"),
+                            "{what}: a walk of the newest persons\n{plan}"
+                        ),
+                        // Older matches by the prefix terms' index (the words are 2-4
+                        // letters): the condition is its expression. (With a court, the
                         // empty tables' plan starts from the court's cases.)
-                        let plan =
-                            explain_with(&store, &sql, &binds, &["enable_indexscan = off"]).await;
-                        assert!(
+                        Scan::Beyond(_) if s.court.is_some() => {}
+                        Scan::Beyond(_) => assert!(
                             plan.contains("Bitmap Index Scan on names_v1_terms")
                                 && !plan.contains("names_v1_words"),
-                            "{what}: words of 2-4 letters by the prefix terms\n{plan}"
-                        );
+                            "{what}: older matches by the prefix terms\n{plan}"
+                        ),
                     }
                 } else {
                     let first = plan

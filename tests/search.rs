@@ -802,3 +802,115 @@ async fn an_earlier_name_index_is_rebuilt_on_postgres() {
     );
     assert_eq!(answers().await, before, "the same answers");
 }
+
+/// On PostgreSQL the other matches are read from a window of the newest persons, then
+/// beyond it by the text indexes (`read::search::Scan`). With windows far smaller than
+/// the store, so that most matches lie beyond, every text's pages are the same persons
+/// in the same order as when the window holds every person: each tier newest first by
+/// the truth's latest action, every matching debtor of the truth among them.
+#[tokio::test]
+async fn postgres_search_beyond_its_window_ranks_as_within() {
+    use isir::projection::sql::Tx;
+    use isir::read::search::{After, Search, Tables, search_with};
+    let (sim, url, _g) = common::sim(6_000, 1000, 53).await;
+    let db = common::fresh_db(Backend::Postgres).await;
+    let app = common::projected(&url, &db).await;
+    let latest = truth_latest(&sim);
+    let debtors = sim.truth_debtors();
+    let people: Vec<_> = debtors
+        .iter()
+        .filter(|d| !d.erased && d.person.first_name.is_some())
+        .take(6)
+        .collect();
+    let mut texts: Vec<Vec<String>> = Vec::new();
+    for d in &people {
+        let w = words(&d.person);
+        let head = |w: &str, n: usize| w.chars().take(n).collect::<String>();
+        // A common two-letter text, a rarer pair, a long word with an initial.
+        texts.push(vec![head(&w[1], 2)]);
+        texts.push(vec![head(&w[1], 4), head(&w[0], 2)]);
+        texts.push(vec![w[1].clone(), head(&w[0], 1)]);
+    }
+    let mut tx = Tx::begin_read(&app.store).await.unwrap();
+    let at = Tables::of(&mut tx).await.unwrap();
+    let mut beyond = 0;
+    for t in &texts {
+        let s = Search {
+            words: t.clone(),
+            ..Default::default()
+        };
+        let all = search_with(&mut tx, at, &s, None, 100_000, i64::MAX)
+            .await
+            .unwrap();
+        // Each tier newest first by the truth's latest action.
+        let mut last = (0, i64::MAX);
+        for h in &all {
+            let v: Value = serde_json::from_str(&h.doc).unwrap();
+            let key = (
+                v["case_number"].as_str().unwrap().to_string(),
+                v["court"].as_str().unwrap().to_string(),
+                v["person_id"].as_str().unwrap().to_string(),
+            );
+            assert_eq!(Some(&h.latest), latest.get(&key), "{t:?}: {key:?}");
+            assert!(
+                h.tier > last.0 || (h.tier == last.0 && h.latest < last.1),
+                "{t:?}: rank order"
+            );
+            last = (h.tier, h.latest);
+        }
+        // Every matching debtor of the truth is found.
+        for d in debtors.iter().filter(|d| !d.erased) {
+            let w = words(&d.person);
+            if t.iter()
+                .all(|q| w.iter().any(|x| x.starts_with(q.as_str())))
+            {
+                // (A case whose petition is published but not yet its debtor's
+                // record has no debtor to find.)
+                let known = tx
+                    .int(
+                        "SELECT COUNT(*) FROM parties WHERE role = 'DLUŽNÍK' AND case_number = $1",
+                        &[d.case_number.as_str().into()],
+                    )
+                    .await
+                    .unwrap()
+                    .unwrap_or(0);
+                assert!(
+                    known == 0
+                        || all.iter().any(|h| {
+                            let v: Value = serde_json::from_str(&h.doc).unwrap();
+                            v["case_number"] == d.case_number.as_str()
+                                && v["name"] == d.person.name.as_deref().unwrap_or("")
+                        }),
+                    "{t:?} finds {:?} in {}",
+                    d.person.name,
+                    d.case_number
+                );
+            }
+        }
+        // Pages of 4 over windows of 3 and 50 persons: the same.
+        for window in [3, 50] {
+            let mut pages = Vec::new();
+            let mut after: Option<After> = None;
+            loop {
+                let page = search_with(&mut tx, at, &s, after.as_ref(), 4, window)
+                    .await
+                    .unwrap();
+                after = page.last().map(After::of);
+                let done = page.len() < 4;
+                pages.extend(page);
+                if done {
+                    break;
+                }
+            }
+            let docs =
+                |h: &[isir::read::search::Hit]| h.iter().map(|h| h.doc.clone()).collect::<Vec<_>>();
+            assert_eq!(docs(&pages), docs(&all), "{t:?}, window {window}");
+        }
+        beyond += usize::from(all.len() > 50);
+    }
+    tx.commit().await.unwrap();
+    assert!(
+        beyond >= 3,
+        "{beyond} texts match more persons than a window"
+    );
+}

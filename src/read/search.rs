@@ -239,10 +239,36 @@ impl Binds {
     }
 }
 
+/// How a statement reads the name index for its tier's matches, newest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    /// The index in rank order, each row checked, to the page's end: FTS5's own walk (its
+    /// term lists are in rowid order), and PostgreSQL's exact names by their B-tree.
+    Index,
+    /// PostgreSQL: this many newest persons before the page's start ([`WINDOW`]), each
+    /// checked (a common text fills its page there, at a cost bounded by the window).
+    Window(i64),
+    /// PostgreSQL: the matches older than the [`Scan::Window`] of this many persons, by
+    /// the prefix terms' and words' own indexes, sorted (a rare text, whose matches are
+    /// few). Between the two, no text costs the walk of every person that the planner
+    /// may choose when it misjudges how many persons a combination of words matches.
+    Beyond(i64),
+}
+
+/// The persons a [`Scan::Window`] checks.
+pub const WINDOW: i64 = 10_000;
+
 /// The `FROM` and `WHERE` of the persons of `tier` (every match, tier or not, when
-/// `None`), on the name index alone but for a court, which is the case's.
-fn matches(s: &Search, at: Tables, tier: Option<Tier>, b: &mut Binds) -> (String, Vec<String>) {
-    let [names, _, cases] = at.names();
+/// `None`), on the name index alone but for a court, which is the case's; `names` the
+/// relation read as the index (the table, or a window of it).
+fn matches(
+    s: &Search,
+    at: Tables,
+    names: &str,
+    tier: Option<Tier>,
+    b: &mut Binds,
+) -> (String, Vec<String>) {
+    let [table, _, cases] = at.names();
     let mut conds = Vec::new();
     if at == Tables::Views {
         if tier != Some(Tier::Exact) {
@@ -260,7 +286,7 @@ fn matches(s: &Search, at: Tables, tier: Option<Tier>, b: &mut Binds) -> (String
         }
     } else {
         let m = b.add(fts_query(s, tier != Some(Tier::Exact)));
-        conds.push(format!("{names} MATCH {m}"));
+        conds.push(format!("{table} MATCH {m}"));
     }
     if let Some(t) = tier {
         let e = b.add(exact_key(&s.words));
@@ -286,10 +312,10 @@ fn matches(s: &Search, at: Tables, tier: Option<Tier>, b: &mut Binds) -> (String
 }
 
 /// The statement and its binds of the persons of `tier` after the person's latest
-/// action `before` (none: from the newest), at most `limit`, newest first:
-/// `tier|latest|doc` rows. The index yields its matches in that order (FTS5 by rowid;
-/// on PostgreSQL a B-tree on the latest action, or the text index's matches sorted, as
-/// the planner finds cheaper), so a page costs about its own rows; the persons'
+/// action `before` (none: from the newest), at most `limit`, newest first, read as
+/// `scan` says: `tier|latest|doc` rows. The index yields its matches in that order (FTS5
+/// by rowid; on PostgreSQL a B-tree on the latest action, or for [`Scan::Beyond`] the
+/// text indexes' matches sorted), so a page costs about its own rows; the persons'
 /// documents are read for the page's rows alone (on SQLite by rowid).
 pub fn sql(
     s: &Search,
@@ -297,16 +323,46 @@ pub fn sql(
     before: Option<i64>,
     limit: i64,
     at: Tables,
+    scan: Scan,
 ) -> (String, Vec<Val>) {
-    let [_, parties, _] = at.names();
-    let mut b = Binds::default();
-    let (from, mut conds) = matches(s, at, Some(tier), &mut b);
+    let [table, parties, _] = at.names();
     let pg = at == Tables::Views;
     let latest = if pg { "n.latest" } else { "n.rowid" };
-    if let Some(l) = before {
-        conds.push(format!("{latest} < {}", b.add(l)));
+    let mut b = Binds::default();
+    // The newest `n` persons before `before`, newest first.
+    let window = |b: &mut Binds, cols: &str, n: i64| {
+        let below = before
+            .map(|l| format!("WHERE latest < {}", b.add(l)))
+            .unwrap_or_default();
+        format!(
+            "SELECT {cols} FROM {table} {below} ORDER BY latest DESC LIMIT {}",
+            b.add(n)
+        )
+    };
+    let names = match scan {
+        Scan::Window(n) => format!("({})", window(&mut b, "*", n)),
+        _ => table.clone(),
+    };
+    let (from, mut conds) = matches(s, at, &names, Some(tier), &mut b);
+    match (scan, before) {
+        (Scan::Beyond(n), _) => {
+            // Older than the window's oldest (none when the window held every person).
+            let w = window(&mut b, "latest", n);
+            let n = b.add(n);
+            conds.push(format!(
+                "{latest} < (SELECT MIN(latest) FROM ({w}) w HAVING COUNT(*) = {n})"
+            ));
+        }
+        (Scan::Index, Some(l)) => conds.push(format!("{latest} < {}", b.add(l))),
+        _ => {}
     }
     let lim = b.add(limit);
+    // `+ 0`: not the latest action's index in rank order, but the text indexes' matches.
+    let order = if matches!(scan, Scan::Beyond(_)) {
+        format!("{latest} + 0")
+    } else {
+        latest.to_string()
+    };
     let (pick, page_join) = if pg {
         (
             "n.latest, n.case_number, n.court, n.person_id",
@@ -323,7 +379,7 @@ pub fn sql(
         )
     };
     let sql = format!(
-        "WITH h AS (SELECT {pick} FROM {from} WHERE {} ORDER BY {latest} DESC LIMIT {lim}) \
+        "WITH h AS (SELECT {pick} FROM {from} WHERE {} ORDER BY {order} DESC LIMIT {lim}) \
          SELECT '{}|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h {page_join} ORDER BY h.latest DESC",
         conds.join(" AND "),
         tier as i64,
@@ -335,7 +391,7 @@ pub fn sql(
 /// count counts ([`crate::read::lists::count`]).
 pub fn count_sql(s: &Search, at: Tables) -> (String, Vec<Val>) {
     let mut b = Binds::default();
-    let (from, conds) = matches(s, at, None, &mut b);
+    let (from, conds) = matches(s, at, &at.names()[0], None, &mut b);
     let lim = b.add(i64::MAX);
     (
         format!(
@@ -357,7 +413,9 @@ pub struct Hit {
 
 /// The persons matching `s` after `after`, at most `limit`, in rank order: the exact
 /// names newest first, then the other matches newest first (each a walk of the index
-/// in that order that stops at the page's end).
+/// in that order that stops at the page's end; on PostgreSQL the other matches from a
+/// window of the newest persons, then, if the page is not full, from older ones by the
+/// text indexes: [`Scan`]).
 pub async fn search(
     tx: &mut Tx,
     at: Tables,
@@ -365,15 +423,43 @@ pub async fn search(
     after: Option<&After>,
     limit: i64,
 ) -> Result<Vec<Hit>, Problem> {
+    search_with(tx, at, s, after, limit, WINDOW).await
+}
+
+/// [`search`] with a window of `window` persons on PostgreSQL (the tests' small one
+/// sends most matches beyond it).
+pub async fn search_with(
+    tx: &mut Tx,
+    at: Tables,
+    s: &Search,
+    after: Option<&After>,
+    limit: i64,
+    window: i64,
+) -> Result<Vec<Hit>, Problem> {
     let mut out = Vec::new();
     if after.is_none_or(|a| a.tier == 0) {
-        let (sql, binds) = sql(s, Tier::Exact, after.map(|a| a.latest), limit, at);
+        let (sql, binds) = sql(
+            s,
+            Tier::Exact,
+            after.map(|a| a.latest),
+            limit,
+            at,
+            Scan::Index,
+        );
         out = hits(tx, &sql, &binds).await?;
     }
-    let rest = limit - out.len() as i64;
-    if rest > 0 {
-        let before = after.filter(|a| a.tier > 0).map(|a| a.latest);
-        let (sql, binds) = sql(s, Tier::Prefix, before, rest, at);
+    let before = after.filter(|a| a.tier > 0).map(|a| a.latest);
+    let scans = if at == Tables::Views {
+        vec![Scan::Window(window), Scan::Beyond(window)]
+    } else {
+        vec![Scan::Index]
+    };
+    for scan in &scans {
+        let rest = limit - out.len() as i64;
+        if rest <= 0 {
+            break;
+        }
+        let (sql, binds) = sql(s, Tier::Prefix, before, rest, at, *scan);
         out.extend(hits(tx, &sql, &binds).await?);
     }
     Ok(out)
