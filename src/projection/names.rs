@@ -43,9 +43,9 @@ pub fn ddl(v: i64, pg: bool) -> Vec<String> {
             format!(
                 "CREATE INDEX names_v{v}_terms ON names_v{v} USING GIN ((string_to_array(terms, ' ')))"
             ),
-            // The exact names newest first; every match newest first (the planner's
-            // choice for a common text: the newest rows, each checked, until the page
-            // is full).
+            // The exact names newest first; the newest persons, the window a search
+            // checks before it reads older matches by the text indexes
+            // (`read::search::Scan`).
             format!("CREATE INDEX names_v{v}_exact ON names_v{v} (exact, latest)"),
             format!("CREATE INDEX names_v{v}_latest ON names_v{v} (latest)"),
         ]
