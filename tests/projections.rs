@@ -844,3 +844,36 @@ async fn a_sqlite_rebuild_keeps_its_wal_bounded() {
         "the WAL reached {limited} bytes with a limit of 1 MiB, {free} without"
     );
 }
+
+/// SQLite's full-text name index gains a segment with every transaction that writes to
+/// it: built incrementally in small chunks it holds many, which a search reads one term
+/// list each. The projector's periodic refresh merges them a bounded step at a time, and
+/// a rebuild's new version is one segment before readers see it (FTS5's own `%_idx`
+/// table says which segments hold terms).
+#[tokio::test]
+async fn the_sqlite_name_index_is_merged_periodically_and_one_segment_after_a_rebuild() {
+    let (_sim, _db, app, _g) = replica(Backend::Sqlite, 12_000, 43).await;
+    catch_up_all(&app.store, 200).await;
+    let segments = |v: i64| {
+        let store = app.store.clone();
+        async move {
+            count(
+                &store,
+                &format!("SELECT COUNT(DISTINCT segid) FROM names_v{v}_idx WHERE $1 = $1"),
+                "x",
+            )
+            .await
+        }
+    };
+    let before = segments(1).await;
+    assert!(before > 3, "{before} segments after 60 chunks");
+    projection::analyze_live(&app.store).await.unwrap();
+    // (This index is smaller than one step's 500 pages: merged whole.)
+    let after = segments(1).await;
+    assert_eq!(after, 1, "{before} segments, then {after}");
+    let m = projection::rebuild(&app.store, "parties", 300)
+        .await
+        .unwrap();
+    assert_eq!(m.version, 2);
+    assert_eq!(segments(2).await, 1, "the rebuilt index in one segment");
+}

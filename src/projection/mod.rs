@@ -347,13 +347,34 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
 }
 
 /// Refreshes the planner's statistics of `table` (`ANALYZE`), so that plans stay right
-/// as the data grows.
+/// as the data grows. SQLite's full-text name index keeps no statistics; its segments,
+/// one more with every transaction that wrote to it, are merged a bounded step instead
+/// (FTS5 `merge` of up to 500 pages, toward one segment), so that a search reads
+/// few term lists per term.
 pub async fn analyze(tx: &mut Tx, table: &str) -> Result<(), ProjectionError> {
-    // SQLite's full-text table keeps no planner statistics of its own.
     if !tx.is_postgres() && table.starts_with("names_") {
+        tx.exec(
+            &format!("INSERT INTO {table}({table}, rank) VALUES ('merge', -500)"),
+            &[],
+        )
+        .await?;
         return Ok(());
     }
     tx.exec(&format!("ANALYZE {table}"), &[]).await?;
+    Ok(())
+}
+
+/// Merges every segment of a SQLite full-text table into one (FTS5 `optimize`): a
+/// rebuild's new version, written in thousands of transactions, before readers see it.
+/// Nothing to do for other tables or on PostgreSQL.
+pub async fn optimize(tx: &mut Tx, table: &str) -> Result<(), ProjectionError> {
+    if !tx.is_postgres() && table.starts_with("names_") {
+        tx.exec(
+            &format!("INSERT INTO {table}({table}) VALUES ('optimize')"),
+            &[],
+        )
+        .await?;
+    }
     Ok(())
 }
 

@@ -512,8 +512,10 @@ async fn finish_rebuild(
                 tx.exec(&normal, &[]).await?;
             }
             built?;
-            // Fresh statistics for the new version before readers see it.
+            // Fresh statistics for the new version before readers see it (and its
+            // full-text index in one segment).
             for t in b.tables() {
+                super::optimize(&mut tx, &format!("{t}_v{v}")).await?;
                 super::analyze(&mut tx, &format!("{t}_v{v}")).await?;
             }
             tx.commit().await?;
