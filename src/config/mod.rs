@@ -235,7 +235,9 @@ pub struct ProjectionSettings {
     /// data we hold (`docs/runbooks/erasure.md` argues it).
     pub redact_replica: bool,
     /// The projections' planner statistics are refreshed (`ANALYZE`) this often, and
-    /// after every rebuild, so that plans stay right as the data grows. 3600 s.
+    /// after every rebuild, so that plans stay right as the data grows; on SQLite the
+    /// name index's full-text segments are merged a bounded step at the same times.
+    /// 3600 s.
     pub analyze_every_secs: u64,
 }
 
