@@ -154,3 +154,17 @@ for l in sys.stdin:
     else:
         print(" ".join(sorted(set(w))) + "|{" + ",".join(chr(34) + x + chr(34) for x in w) + "}")' "$1"
 }
+
+# The API's statements for a first page of a name search on PostgreSQL
+# (`read::search`), `;`-separated, for pgbench: the exact names `$2` newest first; the
+# other matches with the words' array `$1` among the 10 000 newest persons (`WINDOW`);
+# the older ones by the prefix terms' index (the API skips the last when the window
+# fills the page); each page's documents joined.
+pg_search_sql() {
+    local page="SELECT h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.latest DESC"
+    local terms="string_to_array(n.terms, ' ') @> $1 AND n.exact <> $2"
+    local pick="WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM"
+    echo "$pick names n WHERE n.exact = $2 ORDER BY n.latest DESC LIMIT 51) $page;
+$pick (SELECT * FROM names ORDER BY latest DESC LIMIT 10000) n WHERE $terms ORDER BY n.latest DESC LIMIT 51) $page;
+$pick names n WHERE $terms AND n.latest < (SELECT MIN(latest) FROM (SELECT latest FROM names ORDER BY latest DESC LIMIT 10000) w HAVING COUNT(*) = 10000) ORDER BY n.latest + 0 DESC LIMIT 51) $page"
+}

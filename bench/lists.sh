@@ -208,14 +208,8 @@ pgq() { # $1 label, $2 values count, $3 SQL (only for the queries asked)
 }
 pgq case "$(n "$WORK/case_numbers")" "SELECT doc FROM cases WHERE case_number = $(printf "$V" case)"
 pgq ico "$(n "$WORK/icos")" "SELECT doc FROM parties WHERE ico = $(printf "$V" ico) ORDER BY case_number, court, person_id LIMIT 51"
-# The API's statements for a first page (`read::search`): the exact names newest first;
-# the other matches among the 10 000 newest persons (`WINDOW`); the older ones by the
-# prefix terms' index (the API skips the last when the window fills the page).
-PAGE="SELECT h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.latest DESC"
-TERMS="string_to_array(n.terms, ' ') @> CAST($(printf "$W" name) AS TEXT[]) AND n.exact <> $(printf "$V" name)"
-pgq name "$(n "$WORK/names")" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $(printf "$V" name) ORDER BY n.latest DESC LIMIT 51) $PAGE;
-WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM (SELECT * FROM names ORDER BY latest DESC LIMIT 10000) n WHERE $TERMS ORDER BY n.latest DESC LIMIT 51) $PAGE;
-WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE $TERMS AND n.latest < (SELECT MIN(latest) FROM (SELECT latest FROM names ORDER BY latest DESC LIMIT 10000) w HAVING COUNT(*) = 10000) ORDER BY n.latest + 0 DESC LIMIT 51) $PAGE"
+# The API's statements for a first page of a name search (`pg_search_sql`).
+pgq name "$(n "$WORK/names")" "$(pg_search_sql "CAST($(printf "$W" name) AS TEXT[])" "$(printf "$V" name)")"
 pgq court_state "$(n "$WORK/court_state")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_state) AND state = $(printf "$W" court_state) ORDER BY opened, case_number LIMIT 51"
 pgq court_opened "$(n "$WORK/court_year")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_year) AND opened >= $(printf "$W" court_year) || '-01-01' AND opened <= $(printf "$W" court_year) || '-12-31' ORDER BY opened, case_number LIMIT 51"
 pgq updated "$(n "$WORK/dates")" "SELECT doc FROM cases WHERE latest_published >= $(printf "$V" date) ORDER BY latest_published DESC, case_number DESC LIMIT 51"

@@ -93,12 +93,8 @@ run() { # $1 label, $2 script
     printf "%-44s %8.1f tps  (average latency %s ms)\n" "$1" "${tps:-0}" "$lat"
 }
 echo "pgbench: $CONN clients, 2 threads, $DUR s, prepared; $(nproc) cores shared with PostgreSQL"
-# (This release's: the other matches among the 10 000 newest persons, then older ones by
-# the prefix terms' index, `read::search::Scan`; both run, as for a rare text.)
-TERMS="string_to_array(n.terms, ' ') @> (SELECT arr FROM bench_t WHERE i = :i) AND n.exact <> $E"
-run "this release: exact, window, beyond" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
-WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM (SELECT * FROM names ORDER BY latest DESC LIMIT 10000) n WHERE $TERMS ORDER BY n.latest DESC LIMIT 51) $PAGE;
-WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE $TERMS AND n.latest < (SELECT MIN(latest) FROM (SELECT latest FROM names ORDER BY latest DESC LIMIT 10000) w HAVING COUNT(*) = 10000) ORDER BY n.latest + 0 DESC LIMIT 51) $PAGE;"
+# (This release's: `pg_search_sql`, all three statements, as for a rare text.)
+run "this release: exact, window, beyond" "$(pg_search_sql "(SELECT arr FROM bench_t WHERE i = :i)" "$E");"
 run "the release before: exact tier + tsvector tier" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
 WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE to_tsvector('simple', n.words) @@ $Q AND n.exact <> $E ORDER BY n.latest DESC LIMIT 51) $PAGE;"
 run "two releases before: every match ranked" "WITH h AS (SELECT CASE WHEN n.exact = $E THEN 0 ELSE 1 END AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id FROM names n JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ $Q ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT 51) SELECT CAST(h.tier AS TEXT) || '|' || h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id;"

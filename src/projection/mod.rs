@@ -352,15 +352,9 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
 /// (FTS5 `merge` of up to 500 pages, toward one segment), so that a search reads
 /// few term lists per term.
 pub async fn analyze(tx: &mut Tx, table: &str) -> Result<(), ProjectionError> {
-    if !tx.is_postgres() && table.starts_with("names_") {
-        tx.exec(
-            &format!("INSERT INTO {table}({table}, rank) VALUES ('merge', -500)"),
-            &[],
-        )
-        .await?;
-        return Ok(());
+    if !fts5(tx, table, "'merge', -500").await? {
+        tx.exec(&format!("ANALYZE {table}"), &[]).await?;
     }
-    tx.exec(&format!("ANALYZE {table}"), &[]).await?;
     Ok(())
 }
 
@@ -368,14 +362,22 @@ pub async fn analyze(tx: &mut Tx, table: &str) -> Result<(), ProjectionError> {
 /// rebuild's new version, written in thousands of transactions, before readers see it.
 /// Nothing to do for other tables or on PostgreSQL.
 pub async fn optimize(tx: &mut Tx, table: &str) -> Result<(), ProjectionError> {
-    if !tx.is_postgres() && table.starts_with("names_") {
-        tx.exec(
-            &format!("INSERT INTO {table}({table}) VALUES ('optimize')"),
-            &[],
-        )
-        .await?;
-    }
+    fts5(tx, table, "'optimize', 0").await?;
     Ok(())
+}
+
+/// Runs the FTS5 command `values` (its name and argument) on `table` when it is SQLite's
+/// full-text name index; says whether it was one.
+async fn fts5(tx: &mut Tx, table: &str, values: &str) -> Result<bool, ProjectionError> {
+    if tx.is_postgres() || !table.starts_with("names_") {
+        return Ok(false);
+    }
+    tx.exec(
+        &format!("INSERT INTO {table}({table}, rank) VALUES ({values})"),
+        &[],
+    )
+    .await?;
+    Ok(true)
 }
 
 /// Refreshes the statistics of every builder's live tables (the projector's schedule,
