@@ -557,6 +557,117 @@ async fn a_read_past_its_time_limit_is_stopped_postgres() {
     time_limit(Backend::Postgres).await;
 }
 
+/// The backend process ID of a one-statement read connection.
+async fn backend_pid(state: &isir::read::ReadState) -> String {
+    let mut tx = isir::read::limit::single(state).await.unwrap();
+    assert!(
+        matches!(tx, Tx::PgRead(_)),
+        "one-statement reads on PostgreSQL use the read side's own pool"
+    );
+    let pid = tx
+        .texts("SELECT CAST(pg_backend_pid() AS TEXT)", &[])
+        .await
+        .unwrap();
+    pid[0].clone()
+}
+
+/// The read side's own PostgreSQL pool for one-statement reads (`store::pgread`): a
+/// connection goes back to the pool after an answer, also a database error; one whose
+/// session the server ended is replaced and the read runs on the new one instead of
+/// failing; one whose statement was cut off (the request dropped mid-statement) is
+/// closed, not handed to the next read in the middle of another's answer; a full pool
+/// is a 503 to retry.
+#[tokio::test]
+async fn the_postgres_read_pool_reuses_replaces_and_closes_connections() {
+    let (store, _db) = store(Backend::Postgres).await;
+    let state = isir::read::ReadState::new(
+        store.clone(),
+        isir::read::ReadOptions {
+            max_connections: 1,
+            acquire_timeout: Duration::from_millis(500),
+            ..Default::default()
+        },
+    );
+    let admin = async |sql: &str| {
+        let mut tx = Tx::begin(&store).await.unwrap();
+        let r = tx.texts(sql, &[]).await.unwrap();
+        tx.commit().await.unwrap();
+        r
+    };
+    let first = backend_pid(&state).await;
+    assert_eq!(backend_pid(&state).await, first, "the connection is reused");
+
+    // A database error leaves the connection ready: the next read has it.
+    let mut tx = isir::read::limit::single(&state).await.unwrap();
+    let e = tx
+        .texts("SELECT CAST(1 / 0 AS TEXT)", &[])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, sqlx::Error::Database(_)), "{e}");
+    assert_eq!(
+        tx.texts("SELECT CAST(2 AS TEXT)", &[]).await.unwrap(),
+        ["2"]
+    );
+    drop(tx);
+    assert_eq!(
+        backend_pid(&state).await,
+        first,
+        "kept after a database error"
+    );
+
+    // The server ends the idle connection's session (a restart, an operator's
+    // pg_terminate_backend): the next read runs on a new connection and answers.
+    admin(&format!(
+        "SELECT CAST(pg_terminate_backend({first}) AS TEXT)"
+    ))
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = backend_pid(&state).await;
+    assert_ne!(second, first, "a new connection replaced the ended one");
+    assert_eq!(backend_pid(&state).await, second);
+
+    // A read dropped mid-statement: its connection is closed, not reused.
+    let mut tx = isir::read::limit::single(&state).await.unwrap();
+    let cut = tokio::time::timeout(
+        Duration::from_millis(100),
+        tx.texts("SELECT CAST(pg_sleep(2) AS TEXT)", &[]),
+    )
+    .await;
+    assert!(cut.is_err(), "the statement was cut off");
+    drop(tx);
+    let third = backend_pid(&state).await;
+    assert_ne!(
+        third, second,
+        "the cut-off connection was not handed out again"
+    );
+    let mut tx = isir::read::limit::single(&state).await.unwrap();
+    assert_eq!(
+        tx.texts("SELECT CAST(3 AS TEXT)", &[]).await.unwrap(),
+        ["3"],
+        "the next read gets its own answer"
+    );
+
+    // A full pool (one connection, held): a 503 to retry, after `acquire_timeout`.
+    let e = match isir::read::limit::single(&state).await {
+        Err(p) => p,
+        Ok(_) => panic!("a second connection from a pool of one"),
+    };
+    assert_eq!(e.status, 503);
+    assert_eq!(e.retry_after, Some(isir::read::limit::RETRY_AFTER_BUSY));
+    drop(tx);
+
+    // A server that refuses connections: a 503 to retry, not a 500.
+    let gone = isir::store::pgread::Pool::new(
+        "postgres://postgres@127.0.0.1:1/none".parse().unwrap(),
+        1,
+        Duration::from_millis(500),
+    );
+    let e = gone.get().await.unwrap_err();
+    let p = isir::read::limit::problem(e);
+    assert_eq!(p.status, 503, "{}", p.detail);
+    assert_eq!(p.retry_after, Some(isir::read::limit::RETRY_AFTER_BUSY));
+}
+
 /// A store forced into phase `serve` before its projections are built (an operator's
 /// `isir phase set serve --force` while a first rebuild runs): the tables a read needs
 /// do not exist yet; every answer is a 503 to retry that says so, not a 500.

@@ -155,7 +155,9 @@ pub struct ApiSettings {
     /// takes seconds is one the API should not run for one caller.
     pub statement_timeout_ms: u64,
     /// Database connections of the read side, apart from the writer's
-    /// (`database.max_connections`). 16.
+    /// (`database.max_connections`). 16. On PostgreSQL a quarter of them (at least one)
+    /// carry transactions (streams, counts, bulk lookups) and the rest one-statement
+    /// answers (cases, list and search pages).
     pub max_connections: u32,
     /// Milliseconds a read waits for a free connection before it answers 503 with
     /// `Retry-After`. 2000.

@@ -6,7 +6,7 @@
 
 use sqlx::{Postgres, Row, Sqlite, Transaction};
 
-use crate::store::{Store, direct};
+use crate::store::{Store, direct, pgread};
 
 /// A value to bind.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,6 +62,10 @@ pub enum Tx {
     /// transaction or not, or a bulk write transaction. Its statements run on the
     /// calling thread.
     Direct(direct::Conn),
+    /// A PostgreSQL connection of the read side's own pool ([`crate::store::pgread`]),
+    /// no transaction: each statement on its own, run again on a new connection if the
+    /// pooled one turns out broken.
+    PgRead(pgread::Conn),
 }
 
 /// Prepares `sql` on a direct connection and binds `binds` as sqlx would: `$N` by name
@@ -117,7 +121,9 @@ macro_rules! on_conn {
                 let $c = &mut **t;
                 $body
             }
-            Tx::Direct(_) => unreachable!("direct connections are matched first"),
+            Tx::Direct(_) | Tx::PgRead(_) => {
+                unreachable!("direct and pooled read connections are matched first")
+            }
         }
     };
 }
@@ -202,7 +208,7 @@ impl Tx {
         match self {
             Tx::Sqlite(t) => t.commit().await,
             Tx::Postgres(t) => t.commit().await,
-            Tx::SqliteSingle(_) | Tx::PostgresSingle(_) => Ok(()),
+            Tx::SqliteSingle(_) | Tx::PostgresSingle(_) | Tx::PgRead(_) => Ok(()),
             Tx::Direct(mut c) => c.commit().map_err(direct::to_sqlx),
         }
     }
@@ -222,7 +228,10 @@ impl Tx {
     }
 
     pub fn is_postgres(&self) -> bool {
-        matches!(self, Tx::Postgres(_) | Tx::PostgresSingle(_))
+        matches!(
+            self,
+            Tx::Postgres(_) | Tx::PostgresSingle(_) | Tx::PgRead(_)
+        )
     }
 
     /// ` FOR UPDATE` on PostgreSQL (SQLite holds the write lock already).
@@ -238,6 +247,12 @@ impl Tx {
         if let Tx::Direct(d) = self {
             let mut st = direct_prepare(d, sql, binds)?;
             return st.raw_execute().map(|n| n as u64).map_err(direct::to_sqlx);
+        }
+        if let Tx::PgRead(c) = self {
+            return crate::pg_read!(c, c => bind_all!(sqlx::query(sql), binds)
+                .execute(c)
+                .await
+                .map(|r| r.rows_affected()));
         }
         Ok(on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
             .execute(c)
@@ -256,6 +271,12 @@ impl Tx {
             }
             return Ok(out);
         }
+        if let Tx::PgRead(c) = self {
+            let rows = crate::pg_read!(c, c => bind_all!(sqlx::query(sql), binds)
+                .fetch_all(c)
+                .await)?;
+            return rows.iter().map(|r| r.try_get::<String, _>(0)).collect();
+        }
         on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
             .fetch_all(c)
             .await?
@@ -273,6 +294,12 @@ impl Tx {
                 Some(r) => r.get::<_, i64>(0).map(Some).map_err(direct::to_sqlx),
                 None => Ok(None),
             };
+        }
+        if let Tx::PgRead(c) = self {
+            let row = crate::pg_read!(c, c => bind_all!(sqlx::query(sql), binds)
+                .fetch_optional(c)
+                .await)?;
+            return row.map(|r| r.try_get::<i64, _>(0)).transpose();
         }
         on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
             .fetch_optional(c)

@@ -47,8 +47,31 @@ pub fn missing_table(e: &sqlx::Error) -> bool {
     }
 }
 
-/// The problem of a failed read: a timeout, a full pool or a projection not built yet is
-/// a 503 with `Retry-After`, anything else a 500.
+/// Whether `e` is a database connection that could not be made or was lost: the server
+/// refused or dropped it, or ended the session (`admin_shutdown`, `crash_shutdown`,
+/// `cannot_connect_now`, a connection exception). (A direct SQLite connection's errors
+/// come as other I/O kinds, [`direct::to_sqlx`].)
+pub fn lost(e: &sqlx::Error) -> bool {
+    use std::io::ErrorKind as K;
+    match e {
+        sqlx::Error::Io(io) => matches!(
+            io.kind(),
+            K::ConnectionRefused
+                | K::ConnectionReset
+                | K::ConnectionAborted
+                | K::BrokenPipe
+                | K::UnexpectedEof
+                | K::NotConnected
+        ),
+        sqlx::Error::Database(d) => d
+            .code()
+            .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+        _ => false,
+    }
+}
+
+/// The problem of a failed read: a timeout, a full pool, a lost database connection or a
+/// projection not built yet is a 503 with `Retry-After`, anything else a 500.
 pub fn problem(e: sqlx::Error) -> Problem {
     if missing_table(&e) {
         return Problem::unavailable(
@@ -64,6 +87,12 @@ pub fn problem(e: sqlx::Error) -> Problem {
              narrow it (a filter, a smaller limit) or try again later",
         )
         .retry_after(RETRY_AFTER_TIMEOUT);
+    }
+    if lost(&e) {
+        return Problem::unavailable(
+            "the database connection failed or the server is restarting; try again in a moment",
+        )
+        .retry_after(RETRY_AFTER_BUSY);
     }
     if matches!(e, sqlx::Error::PoolTimedOut) {
         crate::telemetry::read_timeout("pool");
@@ -125,6 +154,9 @@ pub async fn single(state: &ReadState) -> Result<Tx, Problem> {
             Ok(Tx::Direct(c))
         }
         None => {
+            if let Some(pool) = &state.pg {
+                return Ok(Tx::PgRead(pool.get().await.map_err(problem)?));
+            }
             let mut tx = Tx::single(&state.store).await.map_err(problem)?;
             if let Tx::SqliteSingle(c) = &mut tx {
                 arm(state, c).await.map_err(problem)?;

@@ -96,6 +96,13 @@ impl ReadOptions {
     }
 }
 
+/// `api.max_connections` on PostgreSQL: (one-statement reads, transactions), a quarter
+/// (at least one) for the transactions, the rest (at least one) for the rest.
+pub fn split_connections(max: u32) -> (u32, u32) {
+    let many = (max / 4).max(1);
+    (max.saturating_sub(many).max(1), many)
+}
+
 /// Where the operator surfaces (status page, `/metrics`) are served and who may see them.
 #[derive(Clone, Debug, Default)]
 pub struct AdminOptions {
@@ -142,6 +149,9 @@ pub struct Shared {
     /// Direct read connections for one-statement answers on a SQLite file (see
     /// [`crate::store::direct`]); `None` on PostgreSQL.
     pub(crate) direct: Option<Arc<crate::store::direct::Pool>>,
+    /// The one-statement reads' own connections on PostgreSQL (see
+    /// [`crate::store::pgread`]); `None` on SQLite.
+    pub(crate) pg: Option<Arc<crate::store::pgread::Pool>>,
     /// Whether `store` is the read side's own pool (always, but for an in-memory SQLite
     /// database, which only its one pool sees): only then may a read leave a time
     /// limit on a connection.
@@ -163,13 +173,19 @@ impl ReadState {
     pub fn new(store: Store, opts: ReadOptions) -> Self {
         crate::telemetry::init();
         let mmap = opts.sqlite_mmap;
+        // On PostgreSQL the one-statement reads have a pool of their own (`pgread`) and
+        // the transactions (streams, counts, bulk lookups) sqlx's, a quarter of the
+        // connections: together `api.max_connections`.
+        let (one, many) = split_connections(opts.max_connections);
+        let pg = matches!(store, Store::Postgres(_));
         let (store, limited) = store.for_readers(
-            opts.max_connections,
+            if pg { many } else { opts.max_connections },
             opts.acquire_timeout,
             opts.statement_timeout,
         );
         ReadState(Arc::new(Shared {
             limited,
+            pg: store.pg_read_pool(one, opts.acquire_timeout),
             opts,
             meta: std::sync::Mutex::new(None),
             status: None,

@@ -139,6 +139,24 @@ impl Store {
         }
     }
 
+    /// The read side's pool for one-statement reads on PostgreSQL ([`super::pgread`]),
+    /// with this pool's connection options (a reader pool's: `statement_timeout`), at
+    /// most `max` connections, waiting `wait` for one; `None` on SQLite.
+    pub fn pg_read_pool(
+        &self,
+        max: u32,
+        wait: Duration,
+    ) -> Option<std::sync::Arc<super::pgread::Pool>> {
+        match self {
+            Store::Postgres(p) => Some(super::pgread::Pool::new(
+                p.connect_options().as_ref().clone(),
+                max,
+                wait,
+            )),
+            Store::Sqlite(_) => None,
+        }
+    }
+
     /// Applies the migrations of this back end.
     pub async fn migrate(&self) -> anyhow::Result<()> {
         match self {

@@ -43,6 +43,7 @@ macro_rules! write_tx {
 mod coord;
 mod db;
 pub mod direct;
+pub mod pgread;
 pub use db::*;
 
 /// The columns of an action as the source gives it, in the order every statement, the
