@@ -89,7 +89,7 @@ pub fn broken(e: &sqlx::Error) -> bool {
 }
 
 /// A checked-out connection; back to its pool when dropped, if its last statement ended
-/// cleanly ([`Conn::run`]).
+/// cleanly ([`Conn::answered`]).
 #[derive(Debug)]
 pub struct Conn {
     conn: Option<PgConnection>,
