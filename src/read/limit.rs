@@ -65,7 +65,7 @@ pub fn lost(e: &sqlx::Error) -> bool {
         ),
         sqlx::Error::Database(d) => d
             .code()
-            .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+            .is_some_and(|c| crate::store::pgread::session_ended(&c)),
         _ => false,
     }
 }

@@ -68,11 +68,6 @@ impl Pool {
             .await
             .map_err(|_| sqlx::Error::PoolTimedOut)?
     }
-
-    /// Connections idle in the pool now.
-    pub fn idle(&self) -> usize {
-        self.idle.lock().expect("pg read pool").len()
-    }
 }
 
 /// Whether `e` says the connection itself is gone (its link failed, or the server
@@ -81,11 +76,16 @@ impl Pool {
 pub fn broken(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) | sqlx::Error::Protocol(_) => true,
-        sqlx::Error::Database(d) => d
-            .code()
-            .is_some_and(|c| c.starts_with("08") || c == "57P01" || c == "57P02"),
+        sqlx::Error::Database(d) => d.code().is_some_and(|c| session_ended(&c)),
         _ => false,
     }
+}
+
+/// Whether a PostgreSQL error code says the server ended or refused the session: a
+/// connection exception (class 08), `admin_shutdown`, `crash_shutdown`,
+/// `cannot_connect_now`.
+pub fn session_ended(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
 }
 
 /// A checked-out connection; back to its pool when dropped, if its last statement ended
@@ -127,8 +127,9 @@ impl Conn {
 
     /// Replaces a broken connection with a new one.
     pub async fn reconnect(&mut self) -> Result<(), sqlx::Error> {
-        self.conn = None;
-        self.conn = Some(self.home.connect().await?);
+        // (Until a new one is made the broken one stays, not clean: `Drop` closes it.)
+        let c = self.home.connect().await?;
+        self.conn = Some(c);
         Ok(())
     }
 }
