@@ -21,7 +21,12 @@ bench_setup() {
 # Starts `isir serve` of the binary `$1` on the SQLite file `$2` at port `$3`, without a
 # rate limit, and waits until it is ready; sets SERVE_PID (the A/B scripts).
 serve_sqlite() {
-    ISIR_DATABASE__URL="sqlite://$2" ISIR_LOG=warn ISIR_API__BIND="127.0.0.1:$3" \
+    serve_url "$1" "sqlite://$2" "$3"
+}
+
+# `serve_sqlite` on the database URL `$2` (a SQLite file's or PostgreSQL's).
+serve_url() {
+    ISIR_DATABASE__URL="$2" ISIR_LOG=warn ISIR_API__BIND="127.0.0.1:$3" \
         ISIR_API__RATE_PER_SECOND=100000000 ISIR_API__BURST=100000000 "$1" serve >/dev/null 2>&1 &
     SERVE_PID=$!
     for _ in $(seq 100); do curl -fs "http://127.0.0.1:$3/readyz" >/dev/null 2>&1 && break; sleep 0.1; done

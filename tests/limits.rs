@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{BOTH, Backend};
 use isir::projection::sql::{Tx, Val};
+use isir::read::limit::Plans;
 use isir::read::lists::{self, CaseQuery, EventQuery, Sort};
 use isir::store::Store;
 
@@ -78,6 +79,53 @@ async fn explain_with(store: &Store, sql: &str, binds: &[Val], set: &[&str]) -> 
             plan
         }
     }
+}
+
+/// The plans a list statement runs with: on SQLite its one plan; on PostgreSQL the plan
+/// for these values and the generic plan the read pool keeps for every value
+/// (`Plans::Kept`: `plan_cache_mode = force_generic_plan`), of the statement prepared by
+/// name and executed with `binds` as literals (an `EXPLAIN` of a statement with
+/// parameters plans for their values, never generically).
+async fn explain_all(store: &Store, sql: &str, binds: &[Val]) -> Vec<(&'static str, String)> {
+    use sqlx::Row;
+    let mut out = vec![("", explain(store, sql, binds).await)];
+    if let Store::Postgres(p) = store {
+        let lits: Vec<String> = binds
+            .iter()
+            .map(|b| match b {
+                Val::I(Some(v)) => v.to_string(),
+                Val::T(Some(v)) => format!("'{}'", v.replace('\'', "''")),
+                Val::B(v) => v.to_string(),
+                _ => "NULL".to_string(),
+            })
+            .collect();
+        let mut c = p.acquire().await.unwrap();
+        for s in [
+            "SET enable_seqscan = off".to_string(),
+            "SET enable_sort = off".to_string(),
+            "SET plan_cache_mode = force_generic_plan".to_string(),
+            format!("PREPARE kept_plan AS {sql}"),
+        ] {
+            sqlx::raw_sql(&s)
+                .execute(&mut *c)
+                .await
+                .unwrap_or_else(|e| panic!("{s}: {e}"));
+        }
+        let kept = sqlx::raw_sql(&format!("EXPLAIN EXECUTE kept_plan({})", lits.join(", ")))
+            .fetch_all(&mut *c)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<String, _>(0))
+            .collect::<Vec<_>>()
+            .join("\n");
+        sqlx::raw_sql("DEALLOCATE kept_plan; RESET ALL")
+            .execute(&mut *c)
+            .await
+            .unwrap();
+        out.push(("kept", kept));
+    }
+    out
 }
 
 /// Whether `plan` reads in index order without a sort and without a walk of a table:
@@ -166,16 +214,17 @@ async fn plans(b: Backend) {
                     });
                 }
                 let (sql, binds) = lists::case_list(&q, &at).unwrap();
-                let plan = explain(&store, &sql, &binds).await;
-                check(
-                    &plan,
-                    pg,
-                    &set,
-                    false,
-                    &format!(
-                        "{b:?} cases {sort:?} {set:?} cursor {with_cursor} range {with_range}"
-                    ),
-                );
+                for (kind, plan) in explain_all(&store, &sql, &binds).await {
+                    check(
+                        &plan,
+                        pg,
+                        &set,
+                        false,
+                        &format!(
+                            "{b:?} {kind} cases {sort:?} {set:?} cursor {with_cursor} range {with_range}"
+                        ),
+                    );
+                }
             }
         }
     }
@@ -190,18 +239,19 @@ async fn plans(b: Backend) {
             ..CaseQuery::default()
         };
         let (sql, binds) = lists::case_list(&q, &at).unwrap();
-        let plan = explain(&store, &sql, &binds).await;
-        check(
-            &plan,
-            pg,
-            &[],
-            true,
-            &format!("{b:?} debtor's cases {sort:?}"),
-        );
-        assert!(
-            plan.contains("parties_v1_ico"),
-            "{b:?}: the IČO index drives\n{plan}"
-        );
+        for (kind, plan) in explain_all(&store, &sql, &binds).await {
+            check(
+                &plan,
+                pg,
+                &[],
+                true,
+                &format!("{b:?} {kind} debtor's cases {sort:?}"),
+            );
+            assert!(
+                plan.contains("parties_v1_ico"),
+                "{b:?} {kind}: the IČO index drives\n{plan}"
+            );
+        }
     }
     // The events feed: by its key, a court, a type or several, a case.
     let cols = isir::read::queries::event_json_sql(pg);
@@ -289,8 +339,15 @@ async fn plans(b: Backend) {
     ];
     for (what, q, equal, sorted) in feeds {
         let (sql, binds) = lists::events(&q, &cols, &at).unwrap();
-        let plan = explain(&store, &sql, &binds).await;
-        check(&plan, pg, &equal, sorted, &format!("{b:?} events {what}"));
+        for (kind, plan) in explain_all(&store, &sql, &binds).await {
+            check(
+                &plan,
+                pg,
+                &equal,
+                sorted,
+                &format!("{b:?} {kind} events {what}"),
+            );
+        }
     }
 }
 
@@ -478,7 +535,7 @@ async fn time_limit(b: Backend) {
     for how in ["single", "begin", "many"] {
         let t = Instant::now();
         let mut tx = match how {
-            "single" => isir::read::limit::single(&state).await,
+            "single" => isir::read::limit::single(&state, Plans::Kept).await,
             "begin" => isir::read::limit::begin(&state).await,
             _ => isir::read::limit::many(&state).await,
         }
@@ -559,7 +616,7 @@ async fn a_read_past_its_time_limit_is_stopped_postgres() {
 
 /// The backend process ID of a one-statement read connection.
 async fn backend_pid(state: &isir::read::ReadState) -> String {
-    let mut tx = isir::read::limit::single(state).await.unwrap();
+    let mut tx = isir::read::limit::single(state, Plans::Kept).await.unwrap();
     assert!(
         matches!(tx, Tx::PgRead(_)),
         "one-statement reads on PostgreSQL use the read side's own pool"
@@ -598,7 +655,9 @@ async fn the_postgres_read_pool_reuses_replaces_and_closes_connections() {
     assert_eq!(backend_pid(&state).await, first, "the connection is reused");
 
     // A database error leaves the connection ready: the next read has it.
-    let mut tx = isir::read::limit::single(&state).await.unwrap();
+    let mut tx = isir::read::limit::single(&state, Plans::Kept)
+        .await
+        .unwrap();
     let e = tx
         .texts("SELECT CAST(1 / 0 AS TEXT)", &[])
         .await
@@ -627,7 +686,9 @@ async fn the_postgres_read_pool_reuses_replaces_and_closes_connections() {
     assert_eq!(backend_pid(&state).await, second);
 
     // A read dropped mid-statement: its connection is closed, not reused.
-    let mut tx = isir::read::limit::single(&state).await.unwrap();
+    let mut tx = isir::read::limit::single(&state, Plans::Kept)
+        .await
+        .unwrap();
     let cut = tokio::time::timeout(
         Duration::from_millis(100),
         tx.texts("SELECT CAST(pg_sleep(2) AS TEXT)", &[]),
@@ -640,7 +701,9 @@ async fn the_postgres_read_pool_reuses_replaces_and_closes_connections() {
         third, second,
         "the cut-off connection was not handed out again"
     );
-    let mut tx = isir::read::limit::single(&state).await.unwrap();
+    let mut tx = isir::read::limit::single(&state, Plans::Kept)
+        .await
+        .unwrap();
     assert_eq!(
         tx.texts("SELECT CAST(3 AS TEXT)", &[]).await.unwrap(),
         ["3"],
@@ -648,7 +711,7 @@ async fn the_postgres_read_pool_reuses_replaces_and_closes_connections() {
     );
 
     // A full pool (one connection, held): a 503 to retry, after `acquire_timeout`.
-    let e = match isir::read::limit::single(&state).await {
+    let e = match isir::read::limit::single(&state, Plans::Kept).await {
         Err(p) => p,
         Ok(_) => panic!("a second connection from a pool of one"),
     };
@@ -662,10 +725,95 @@ async fn the_postgres_read_pool_reuses_replaces_and_closes_connections() {
         1,
         Duration::from_millis(500),
     );
-    let e = gone.get().await.unwrap_err();
+    let e = gone.get(Plans::Kept).await.unwrap_err();
     let p = isir::read::limit::problem(e);
     assert_eq!(p.status, 503, "{}", p.detail);
     assert_eq!(p.retry_after, Some(isir::read::limit::RETRY_AFTER_BUSY));
+}
+
+/// How the read side's PostgreSQL statements are planned, read off the sessions that ran
+/// them (`pg_prepared_statements` of the connection the pool hands out again): the
+/// lookups, list pages and the feed keep one plan per connection (generic plans only;
+/// PostgreSQL's default planned each execution again), a name search is planned for its
+/// values; the two kinds of connection share the pool's permits.
+#[tokio::test]
+async fn postgres_lists_keep_their_plans_and_name_search_plans_per_value() {
+    let (store, _db) = store(Backend::Postgres).await;
+    store.set_setting("phase", "serve").await.unwrap();
+    let state = isir::read::ReadState::new(
+        store.clone(),
+        isir::read::ReadOptions {
+            // (Two for one-statement reads, one for transactions.)
+            max_connections: 3,
+            acquire_timeout: Duration::from_millis(300),
+            ..Default::default()
+        },
+    );
+    let (base, _stop) = common::serve_api(state.clone()).await;
+    let http = reqwest::Client::new();
+    // The plans PostgreSQL made for the session's statements that read `table` in the
+    // order `order`: (generic, custom), summed, on the idle connection of that kind (the
+    // one that answered).
+    let plans_of = async |plans: Plans, table: &str, order: &str| -> (i64, i64) {
+        let mut tx = isir::read::limit::single(&state, plans).await.unwrap();
+        let r = tx
+            .texts(
+                &format!(
+                    "SELECT COALESCE(SUM(generic_plans), 0) || '|' || COALESCE(SUM(custom_plans), 0) \
+                     FROM pg_prepared_statements WHERE statement LIKE '%FROM {table} %ORDER BY {order}%' \
+                     AND statement NOT LIKE '%pg_prepared_statements%'"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        let (g, c) = r[0].split_once('|').unwrap();
+        (g.parse().unwrap(), c.parse().unwrap())
+    };
+    for path in [
+        "/v1/cases?court=KSPH&state=KONKURS",
+        "/v1/cases?court=KSPH&state=KONKURS",
+        "/v1/events?after=5",
+    ] {
+        let r = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}: {}", r.text().await.unwrap());
+    }
+    let (generic, custom) = plans_of(Plans::Kept, "cases", "opened").await;
+    assert_eq!(
+        (generic, custom),
+        (2, 0),
+        "the case list ran twice on one kept generic plan"
+    );
+    let (generic, custom) = plans_of(Plans::Kept, "timeline", "action_id").await;
+    assert_eq!((generic, custom), (1, 0), "the feed's plan is generic");
+
+    let r = http
+        .get(format!("{base}/v1/search?q=novak%20ja"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let (generic, custom) = plans_of(Plans::PerValue, "names", "").await;
+    assert!(
+        generic == 0 && custom >= 1,
+        "name search is planned for its words: generic {generic}, custom {custom}"
+    );
+
+    // The two kinds share the permits: with both connections out, a third waits and is
+    // a 503 to retry.
+    let a = isir::read::limit::single(&state, Plans::Kept)
+        .await
+        .unwrap();
+    let b = isir::read::limit::single(&state, Plans::PerValue)
+        .await
+        .unwrap();
+    for plans in [Plans::Kept, Plans::PerValue] {
+        match isir::read::limit::single(&state, plans).await {
+            Err(p) => assert_eq!(p.status, 503),
+            Ok(_) => panic!("a third connection from a pool of two"),
+        }
+    }
+    drop((a, b));
 }
 
 /// A store forced into phase `serve` before its projections are built (an operator's

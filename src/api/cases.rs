@@ -274,7 +274,12 @@ pub(crate) async fn case_list(
     }
     let streaming = stream::asked(&q, format)?;
     let counting = count_of(&q, &headers)?;
-    let (mut tx, wm) = watermark::open_list(&state, streaming || counting.is_some()).await?;
+    let (mut tx, wm) = watermark::open_list(
+        &state,
+        streaming || counting.is_some(),
+        watermark::Plans::Kept,
+    )
+    .await?;
     let at = lists::source(&mut tx, "cases").await?;
     if streaming {
         let pages = CasePages { q: cq, at, sort };

@@ -78,7 +78,12 @@ pub(crate) async fn events(
     }
     let streaming = stream::asked(&q, format)?;
     let counting = count_of(&q, &headers)?;
-    let (mut tx, wm) = watermark::open_list(&state, streaming || counting.is_some()).await?;
+    let (mut tx, wm) = watermark::open_list(
+        &state,
+        streaming || counting.is_some(),
+        watermark::Plans::Kept,
+    )
+    .await?;
     if !icos.is_empty() {
         // The IČOs' cases first (an index lookup each), then their timelines.
         let sql = format!(

@@ -12,6 +12,7 @@ use std::time::Instant;
 use super::{Problem, ReadState};
 use crate::projection::sql::Tx;
 use crate::store::direct;
+pub use crate::store::pgread::Plans;
 
 /// Seconds a client is told to wait after a read ran out of time.
 pub const RETRY_AFTER_TIMEOUT: u64 = 5;
@@ -145,8 +146,9 @@ pub async fn begin(state: &ReadState) -> Result<Tx, Problem> {
 }
 
 /// One connection without a transaction (a one-statement answer), time-limited; on a
-/// SQLite file a direct connection, which runs on the calling thread.
-pub async fn single(state: &ReadState) -> Result<Tx, Problem> {
+/// SQLite file a direct connection, which runs on the calling thread. On PostgreSQL
+/// its statements are planned as `plans` says.
+pub async fn single(state: &ReadState, plans: Plans) -> Result<Tx, Problem> {
     match &state.direct {
         Some(pool) => {
             let c = pool.get().map_err(|e| problem(direct::to_sqlx(e)))?;
@@ -155,7 +157,7 @@ pub async fn single(state: &ReadState) -> Result<Tx, Problem> {
         }
         None => {
             if let Some(pool) = &state.pg {
-                return Ok(Tx::PgRead(pool.get().await.map_err(problem)?));
+                return Ok(Tx::PgRead(pool.get(plans).await.map_err(problem)?));
             }
             let mut tx = Tx::single(&state.store).await.map_err(problem)?;
             if let Tx::SqliteSingle(c) = &mut tx {
@@ -185,9 +187,9 @@ pub async fn many(state: &ReadState) -> Result<Tx, Problem> {
 /// (on a SQLite file the tables' version and the page read in one snapshot, on a
 /// direct connection the caller runs in place: a page is a few index walks of at most
 /// `limit + 1` rows).
-pub async fn page(state: &ReadState) -> Result<Tx, Problem> {
+pub async fn page(state: &ReadState, plans: Plans) -> Result<Tx, Problem> {
     match state.store {
-        crate::store::Store::Postgres(_) => single(state).await,
+        crate::store::Store::Postgres(_) => single(state, plans).await,
         _ => many(state).await,
     }
 }

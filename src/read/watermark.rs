@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::{Problem, ReadState};
 use crate::phase::Phase;
 use crate::projection::sql::Tx;
+pub use crate::store::pgread::Plans;
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Watermark {
@@ -110,27 +111,32 @@ pub async fn open(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
 }
 
 /// Like [`open`] without a transaction, for an answer of one indexed, bounded statement
-/// (on a SQLite file it runs on a direct connection, on this thread).
+/// (on a SQLite file it runs on a direct connection, on this thread); on PostgreSQL its
+/// plan is kept ([`Plans::Kept`]).
 pub async fn open_single(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
-    let tx = super::limit::single(state).await?;
+    let tx = super::limit::single(state, Plans::Kept).await?;
     gate(state, tx).await
 }
 
 /// The snapshot of a list page ([`super::limit::page`]): one statement on PostgreSQL,
 /// a direct connection's transaction on a SQLite file.
-pub async fn open_page(state: &ReadState) -> Result<(Tx, Watermark), Problem> {
-    let tx = super::limit::page(state).await?;
+pub async fn open_page(state: &ReadState, plans: Plans) -> Result<(Tx, Watermark), Problem> {
+    let tx = super::limit::page(state, plans).await?;
     gate(state, tx).await
 }
 
 /// The snapshot of a list: [`open`] for a `whole` result (a stream or a count, which
 /// may run long, off a direct connection), else [`open_page`] (a page: a few bounded
-/// statements, index walks of at most `limit + 1` rows).
-pub async fn open_list(state: &ReadState, whole: bool) -> Result<(Tx, Watermark), Problem> {
+/// statements, index walks of at most `limit + 1` rows) planned as `plans` says.
+pub async fn open_list(
+    state: &ReadState,
+    whole: bool,
+    plans: Plans,
+) -> Result<(Tx, Watermark), Problem> {
     if whole {
         open(state).await
     } else {
-        open_page(state).await
+        open_page(state, plans).await
     }
 }
 

@@ -12,6 +12,9 @@
 //! runs once more on a new connection: these are reads of one statement, so running one
 //! again changes nothing. It never writes: its sessions are the read side's (read-only
 //! on `isir serve`, every statement under `statement_timeout`).
+//!
+//! A checkout says how its statements are planned ([`Plans`]): a lookup's or a list
+//! page's plan is made once per connection and kept, a name search's for its values.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,12 +23,38 @@ use sqlx::Connection;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Idle connections to one PostgreSQL database and the permits that bound how many are
-/// out at once.
+/// How PostgreSQL plans the statements of a checkout: a session setting of the
+/// connection (`plan_cache_mode`), so each kind has connections of its own; the permits
+/// are shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plans {
+    /// Planned once on a connection and the plan kept for every value
+    /// (`force_generic_plan`): lookups by key, list pages and the feed, whose every shape
+    /// is an index walk in keyset order whatever the values (the plan tests check the
+    /// generic plans). PostgreSQL's default planned them again at every execution, as
+    /// the generic plan's estimate for an unknown `LIMIT` never beat the custom one: a
+    /// list page's planning cost more than its execution.
+    Kept,
+    /// PostgreSQL's default (`auto`): planned for the values while that pays. Name
+    /// search, whose best plan depends on how common its words are.
+    PerValue,
+}
+
+impl Plans {
+    fn slot(self) -> usize {
+        match self {
+            Plans::Kept => 0,
+            Plans::PerValue => 1,
+        }
+    }
+}
+
+/// Idle connections to one PostgreSQL database, by [`Plans`], and the permits that bound
+/// how many are out at once.
 #[derive(Debug)]
 pub struct Pool {
-    opts: PgConnectOptions,
-    idle: Mutex<Vec<PgConnection>>,
+    opts: [PgConnectOptions; 2],
+    idle: Mutex<[Vec<PgConnection>; 2]>,
     permits: Arc<Semaphore>,
     wait: Duration,
 }
@@ -35,38 +64,45 @@ impl Pool {
     /// checkout waits `wait` for one, then fails as sqlx's pool does
     /// ([`sqlx::Error::PoolTimedOut`]).
     pub fn new(opts: PgConnectOptions, max: u32, wait: Duration) -> Arc<Pool> {
+        let kept = opts
+            .clone()
+            .options([("plan_cache_mode", "force_generic_plan")]);
         Arc::new(Pool {
-            opts,
-            idle: Mutex::new(Vec::new()),
+            opts: [kept, opts],
+            idle: Mutex::new([Vec::new(), Vec::new()]),
             permits: Arc::new(Semaphore::new(max.max(1) as usize)),
             wait,
         })
     }
 
-    /// An idle connection, or a new one.
-    pub async fn get(self: &Arc<Self>) -> Result<Conn, sqlx::Error> {
+    /// An idle connection whose statements are planned as `plans` says, or a new one.
+    pub async fn get(self: &Arc<Self>, plans: Plans) -> Result<Conn, sqlx::Error> {
         let permit = tokio::time::timeout(self.wait, self.permits.clone().acquire_owned())
             .await
             .map_err(|_| sqlx::Error::PoolTimedOut)?
             .map_err(|_| sqlx::Error::PoolClosed)?;
-        let idle = self.idle.lock().expect("pg read pool").pop();
+        let idle = self.idle.lock().expect("pg read pool")[plans.slot()].pop();
         let (conn, reused) = match idle {
             Some(c) => (c, true),
-            None => (self.connect().await?, false),
+            None => (self.connect(plans).await?, false),
         };
         Ok(Conn {
             conn: Some(conn),
             home: self.clone(),
+            plans,
             _permit: permit,
             reused,
             clean: true,
         })
     }
 
-    async fn connect(&self) -> Result<PgConnection, sqlx::Error> {
-        tokio::time::timeout(self.wait, PgConnection::connect_with(&self.opts))
-            .await
-            .map_err(|_| sqlx::Error::PoolTimedOut)?
+    async fn connect(&self, plans: Plans) -> Result<PgConnection, sqlx::Error> {
+        tokio::time::timeout(
+            self.wait,
+            PgConnection::connect_with(&self.opts[plans.slot()]),
+        )
+        .await
+        .map_err(|_| sqlx::Error::PoolTimedOut)?
     }
 }
 
@@ -94,6 +130,7 @@ pub fn session_ended(code: &str) -> bool {
 pub struct Conn {
     conn: Option<PgConnection>,
     home: Arc<Pool>,
+    plans: Plans,
     _permit: OwnedSemaphorePermit,
     /// Taken from the pool (not made for this checkout) and not used since: a broken
     /// link found by its first statement is the server's restart, not this read's fault.
@@ -128,7 +165,7 @@ impl Conn {
     /// Replaces a broken connection with a new one.
     pub async fn reconnect(&mut self) -> Result<(), sqlx::Error> {
         // (Until a new one is made the broken one stays, not clean: `Drop` closes it.)
-        let c = self.home.connect().await?;
+        let c = self.home.connect(self.plans).await?;
         self.conn = Some(c);
         Ok(())
     }
@@ -160,7 +197,7 @@ impl Drop for Conn {
         if let Some(c) = self.conn.take()
             && self.clean
         {
-            self.home.idle.lock().expect("pg read pool").push(c);
+            self.home.idle.lock().expect("pg read pool")[self.plans.slot()].push(c);
         }
         // (Otherwise the connection is dropped: its socket closes and the server ends the
         // session.)
