@@ -9,6 +9,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{BOTH, Backend};
+use isir::bind_all;
 use isir::projection::sql::{Tx, Val};
 use isir::read::limit::Plans;
 use isir::read::lists::{self, CaseQuery, EventQuery, Sort};
@@ -18,30 +19,12 @@ use isir::store::Store;
 /// scans and sorts discouraged, so that the small test tables do not hide what the
 /// indexes allow).
 async fn explain(store: &Store, sql: &str, binds: &[Val]) -> String {
-    explain_with(store, sql, binds, &[]).await
-}
-
-/// [`explain`], with PostgreSQL's settings `set` (`enable_indexscan = off`...) too.
-async fn explain_with(store: &Store, sql: &str, binds: &[Val], set: &[&str]) -> String {
     use sqlx::Row;
-    macro_rules! bind_all {
-        ($q:expr) => {{
-            let mut q = $q;
-            for b in binds {
-                q = match b {
-                    Val::I(v) => q.bind(*v),
-                    Val::T(v) => q.bind(v.clone()),
-                    Val::B(v) => q.bind(*v),
-                };
-            }
-            q
-        }};
-    }
     match store {
         Store::Sqlite(p) => {
             // `?` placeholders are positional; `$N` ones are named in order of appearance.
             let sql = format!("EXPLAIN QUERY PLAN {sql}");
-            bind_all!(sqlx::query(&sql))
+            bind_all!(sqlx::query(&sql), binds)
                 .fetch_all(p)
                 .await
                 .unwrap_or_else(|e| panic!("{sql}: {e}"))
@@ -50,35 +33,42 @@ async fn explain_with(store: &Store, sql: &str, binds: &[Val], set: &[&str]) -> 
                 .collect::<Vec<_>>()
                 .join("\n")
         }
-        Store::Postgres(p) => {
-            let mut c = p.acquire().await.unwrap();
-            sqlx::query("SET enable_seqscan = off")
-                .execute(&mut *c)
-                .await
-                .unwrap();
-            sqlx::query("SET enable_sort = off")
-                .execute(&mut *c)
-                .await
-                .unwrap();
-            for v in set {
-                sqlx::query(&format!("SET {v}"))
-                    .execute(&mut *c)
-                    .await
-                    .unwrap();
-            }
-            let sql = format!("EXPLAIN {sql}");
-            let plan = bind_all!(sqlx::query(&sql))
-                .fetch_all(&mut *c)
-                .await
-                .unwrap_or_else(|e| panic!("{sql}: {e}"))
-                .iter()
-                .map(|r| r.get::<String, _>(0))
-                .collect::<Vec<_>>()
-                .join("\n");
-            sqlx::query("RESET ALL").execute(&mut *c).await.unwrap();
-            plan
-        }
+        Store::Postgres(p) => pg_explain(p, (&[], ""), &format!("EXPLAIN {sql}"), binds).await,
     }
+}
+
+/// On PostgreSQL, the plan `explain` (an `EXPLAIN ...` statement) prints with `binds`, on
+/// one connection after the statements `setup`, with sequential scans and sorts
+/// discouraged ([`explain`]); the statements `undo` and `RESET ALL` run before the
+/// connection goes back (not `DEALLOCATE ALL`: it would drop sqlx's own statements).
+async fn pg_explain(
+    p: &sqlx::PgPool,
+    (setup, undo): (&[String], &str),
+    explain: &str,
+    binds: &[Val],
+) -> String {
+    use sqlx::Row;
+    let mut c = p.acquire().await.unwrap();
+    let discourage = ["SET enable_seqscan = off", "SET enable_sort = off"].map(String::from);
+    for s in discourage.iter().chain(setup) {
+        sqlx::raw_sql(s)
+            .execute(&mut *c)
+            .await
+            .unwrap_or_else(|e| panic!("{s}: {e}"));
+    }
+    let plan = bind_all!(sqlx::query(explain), binds)
+        .fetch_all(&mut *c)
+        .await
+        .unwrap_or_else(|e| panic!("{explain}: {e}"))
+        .iter()
+        .map(|r| r.get::<String, _>(0))
+        .collect::<Vec<_>>()
+        .join("\n");
+    sqlx::raw_sql(&format!("{undo} RESET ALL"))
+        .execute(&mut *c)
+        .await
+        .unwrap();
+    plan
 }
 
 /// The plans a list statement runs with: on SQLite its one plan; on PostgreSQL the plan
@@ -87,7 +77,6 @@ async fn explain_with(store: &Store, sql: &str, binds: &[Val], set: &[&str]) -> 
 /// name and executed with `binds` as literals (an `EXPLAIN` of a statement with
 /// parameters plans for their values, never generically).
 async fn explain_all(store: &Store, sql: &str, binds: &[Val]) -> Vec<(&'static str, String)> {
-    use sqlx::Row;
     let mut out = vec![("", explain(store, sql, binds).await)];
     if let Store::Postgres(p) = store {
         let lits: Vec<String> = binds
@@ -99,31 +88,15 @@ async fn explain_all(store: &Store, sql: &str, binds: &[Val]) -> Vec<(&'static s
                 _ => "NULL".to_string(),
             })
             .collect();
-        let mut c = p.acquire().await.unwrap();
-        for s in [
-            "SET enable_seqscan = off".to_string(),
-            "SET enable_sort = off".to_string(),
+        let setup = [
             "SET plan_cache_mode = force_generic_plan".to_string(),
             format!("PREPARE kept_plan AS {sql}"),
-        ] {
-            sqlx::raw_sql(&s)
-                .execute(&mut *c)
-                .await
-                .unwrap_or_else(|e| panic!("{s}: {e}"));
-        }
-        let kept = sqlx::raw_sql(&format!("EXPLAIN EXECUTE kept_plan({})", lits.join(", ")))
-            .fetch_all(&mut *c)
-            .await
-            .unwrap()
-            .iter()
-            .map(|r| r.get::<String, _>(0))
-            .collect::<Vec<_>>()
-            .join("\n");
-        sqlx::raw_sql("DEALLOCATE kept_plan; RESET ALL")
-            .execute(&mut *c)
-            .await
-            .unwrap();
-        out.push(("kept", kept));
+        ];
+        let explain = format!("EXPLAIN EXECUTE kept_plan({})", lits.join(", "));
+        out.push((
+            "kept",
+            pg_explain(p, (&setup, "DEALLOCATE kept_plan;"), &explain, &[]).await,
+        ));
     }
     out
 }

@@ -277,7 +277,7 @@ pub(crate) async fn case_list(
     let (mut tx, wm) = watermark::open_list(
         &state,
         streaming || counting.is_some(),
-        watermark::Plans::Kept,
+        crate::read::limit::Plans::Kept,
     )
     .await?;
     let at = lists::source(&mut tx, "cases").await?;

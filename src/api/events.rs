@@ -81,7 +81,7 @@ pub(crate) async fn events(
     let (mut tx, wm) = watermark::open_list(
         &state,
         streaming || counting.is_some(),
-        watermark::Plans::Kept,
+        crate::read::limit::Plans::Kept,
     )
     .await?;
     if !icos.is_empty() {

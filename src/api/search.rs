@@ -109,8 +109,12 @@ pub(crate) async fn search(
         .await;
     }
     let counting = count_of(&q, &headers)?;
-    let (mut tx, wm) =
-        watermark::open_list(&state, counting.is_some(), watermark::Plans::PerValue).await?;
+    let (mut tx, wm) = watermark::open_list(
+        &state,
+        counting.is_some(),
+        crate::read::limit::Plans::PerValue,
+    )
+    .await?;
     let at = search::Tables::of(&mut tx).await?;
     let mut hits = search::search(&mut tx, at, &s, after.as_ref(), limit + 1).await?;
     let counted = match counting {

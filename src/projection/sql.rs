@@ -128,14 +128,18 @@ macro_rules! on_conn {
     };
 }
 
+/// Binds the [`Val`]s `$binds` to the sqlx query `$q` in order (exported for the plan
+/// tests, which bind the statements the read side runs).
+#[doc(hidden)]
+#[macro_export]
 macro_rules! bind_all {
     ($q:expr, $binds:expr) => {{
         let mut q = $q;
         for b in $binds {
             q = match b {
-                Val::I(v) => q.bind(*v),
-                Val::T(v) => q.bind(v.clone()),
-                Val::B(v) => q.bind(*v),
+                $crate::projection::sql::Val::I(v) => q.bind(*v),
+                $crate::projection::sql::Val::T(v) => q.bind(v.clone()),
+                $crate::projection::sql::Val::B(v) => q.bind(*v),
             };
         }
         q

@@ -7,10 +7,10 @@
 
 use serde::Serialize;
 
+use super::limit::Plans;
 use super::{Problem, ReadState};
 use crate::phase::Phase;
 use crate::projection::sql::Tx;
-pub use crate::store::pgread::Plans;
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Watermark {
