@@ -877,3 +877,136 @@ async fn the_sqlite_name_index_is_merged_periodically_and_one_segment_after_a_re
     assert_eq!(m.version, 2);
     assert_eq!(segments(2).await, 1, "the rebuilt index in one segment");
 }
+
+/// SQLite compiles a statement again whenever a value bound to a parameter compared
+/// with an indexed column changes, where `ANALYZE` left value samples (`sqlite_stat4`;
+/// `sqlite3_prepare_v2`'s documentation): every page of the feed or of a list would be
+/// parsed and planned anew. The statistics the projector refreshes keep no samples, and
+/// samples an earlier release left are dropped when the projections are opened; SQLite's
+/// own counter of a statement's re-preparations says none happens.
+#[tokio::test]
+async fn sqlite_reads_are_prepared_once_whatever_their_values() {
+    use isir::projection::sql::Val;
+    use isir::read::lists::{self, CaseQuery, EventQuery, Sort, Source};
+    let (_sim, db, app, _g) = replica(Backend::Sqlite, 6_000, 45).await;
+    catch_up_all(&app.store, 1_000).await;
+    let path = db.url.strip_prefix("sqlite://").unwrap().to_string();
+    let version = |name: &str| {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.query_row(
+            "SELECT version FROM proj_meta WHERE name = ?1",
+            [name],
+            |r| r.get::<_, i64>(0),
+        )
+        .unwrap()
+    };
+    let (cases_v, timeline_v) = (version("cases"), version("timeline"));
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let one = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    // Two values of each: feed positions and court + state pairs, from the data.
+    let afters: Vec<i64> = {
+        let mut s = c
+            .prepare(&format!(
+                "SELECT action_id FROM timeline_v{timeline_v} ORDER BY action_id LIMIT 2 OFFSET 100"
+            ))
+            .unwrap();
+        s.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let pairs: Vec<(String, String)> = {
+        let mut s = c
+            .prepare(&format!(
+                "SELECT court_short, state FROM cases_v{cases_v} WHERE court_short IS NOT NULL \
+                 AND state IS NOT NULL GROUP BY 1, 2 ORDER BY COUNT(*) DESC LIMIT 2"
+            ))
+            .unwrap();
+        s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!((afters.len(), pairs.len()), (2, 2), "values to read");
+    let feed = |after: i64| {
+        let q = EventQuery {
+            after,
+            limit: 51,
+            ..Default::default()
+        };
+        lists::events(
+            &q,
+            &isir::read::queries::event_json_sql(false),
+            &Source::Sqlite(timeline_v),
+        )
+        .unwrap()
+    };
+    let list = |(court, state): &(String, String)| {
+        let q = CaseQuery {
+            sort: Some(Sort::Latest),
+            equal: vec![("court_short", court.clone()), ("state", state.clone())],
+            limit: 51,
+            ..CaseQuery::default()
+        };
+        lists::case_list(&q, &Source::Sqlite(cases_v)).unwrap()
+    };
+    // How often each statement was compiled again, run with its two values in turn.
+    let reprepared = |c: &rusqlite::Connection| -> Vec<i32> {
+        let mut out = Vec::new();
+        for statements in [
+            afters.iter().map(|a| feed(*a)).collect::<Vec<_>>(),
+            pairs.iter().map(list).collect(),
+        ] {
+            let mut st = c.prepare(&statements[0].0).unwrap();
+            for (sql, binds) in &statements {
+                assert_eq!(sql, &statements[0].0, "one statement, other values");
+                for (i, b) in binds.iter().enumerate() {
+                    match b {
+                        Val::I(v) => st.raw_bind_parameter(i + 1, v),
+                        Val::T(v) => st.raw_bind_parameter(i + 1, v),
+                        Val::B(v) => st.raw_bind_parameter(i + 1, v),
+                    }
+                    .unwrap();
+                }
+                let mut rows = st.raw_query();
+                let mut n = 0;
+                while rows.next().unwrap().is_some() {
+                    n += 1;
+                }
+                assert!(n > 0, "{sql}: no rows to read");
+            }
+            out.push(st.get_status(rusqlite::StatementStatus::RePrepare));
+        }
+        out
+    };
+    // The projector's refresh of the statistics.
+    projection::analyze_live(&app.store).await.unwrap();
+    assert!(
+        one("SELECT COUNT(*) FROM sqlite_stat1") > 0,
+        "statistics kept"
+    );
+    assert_eq!(one("SELECT COUNT(*) FROM sqlite_stat4"), 0, "no samples");
+    let c2 = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(reprepared(&c2), [0, 0], "feed and list, after the refresh");
+    // Samples an earlier release left (an ANALYZE of every table) are dropped when the
+    // projections are opened.
+    c.execute_batch("ANALYZE").unwrap();
+    assert!(
+        one("SELECT COUNT(*) FROM sqlite_stat4") > 0,
+        "samples taken"
+    );
+    let c3 = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(
+        reprepared(&c3),
+        [2, 2],
+        "with samples, each statement is compiled again for each of its two values"
+    );
+    projection::ensure_all(&app.store).await.unwrap();
+    assert_eq!(
+        one("SELECT COUNT(*) FROM sqlite_stat4"),
+        0,
+        "samples dropped"
+    );
+    let c4 = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(reprepared(&c4), [0, 0], "feed and list, samples dropped");
+}

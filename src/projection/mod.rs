@@ -342,6 +342,23 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
     if let Some(next) = read_meta(&mut tx, &format!("{}#next", live.name)).await? {
         b.upgrade(&mut tx, next.version).await?;
     }
+    // Value samples an earlier release's ANALYZE left (`drop_samples`).
+    if !tx.is_postgres()
+        && tx
+            .int(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'sqlite_stat4'",
+                &[],
+            )
+            .await?
+            == Some(1)
+        && tx
+            .int("SELECT EXISTS (SELECT 1 FROM sqlite_stat4)", &[])
+            .await?
+            == Some(1)
+    {
+        tracing::info!("SQLite's value samples dropped (sqlite_stat4)");
+        drop_samples(&mut tx, None).await?;
+    }
     tx.commit().await?;
     Ok(())
 }
@@ -351,10 +368,45 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
 /// one more with every transaction that wrote to it, are merged a bounded step instead
 /// (FTS5 `merge` of up to 500 pages, toward one segment), so that a search reads
 /// few term lists per term.
+///
+/// On SQLite the statistics are `sqlite_stat1`'s alone: the value samples ANALYZE also
+/// takes (`sqlite_stat4`, as SQLite is built here) are dropped, see [`drop_samples`].
 pub async fn analyze(tx: &mut Tx, table: &str) -> Result<(), ProjectionError> {
     if !fts5(tx, table, "'merge', -500").await? {
         tx.exec(&format!("ANALYZE {table}"), &[]).await?;
+        drop_samples(tx, Some(table)).await?;
     }
+    Ok(())
+}
+
+/// Deletes SQLite's value samples (`sqlite_stat4`) of `table`, or of every table.
+/// Where samples exist, SQLite compiles a statement again whenever a value bound to a
+/// parameter compared with an indexed column changes (`sqlite3_prepare_v2`: the value
+/// "might influence the choice of query plan"): every read of the API would be parsed
+/// and planned anew, 10 % of the server's time on the events feed. The read side's
+/// statements are index walks chosen by their shape, whatever the values (the plan
+/// tests, `tests/limits.rs`), so the samples buy nothing there. Nothing to do on
+/// PostgreSQL, or where SQLite keeps no samples.
+pub async fn drop_samples(tx: &mut Tx, table: Option<&str>) -> Result<(), ProjectionError> {
+    if tx.is_postgres()
+        || tx
+            .int(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'sqlite_stat4'",
+                &[],
+            )
+            .await?
+            .unwrap_or(0)
+            == 0
+    {
+        return Ok(());
+    }
+    match table {
+        Some(t) => {
+            tx.exec("DELETE FROM sqlite_stat4 WHERE tbl = $1", &[t.into()])
+                .await?
+        }
+        None => tx.exec("DELETE FROM sqlite_stat4", &[]).await?,
+    };
     Ok(())
 }
 
