@@ -42,11 +42,46 @@ pub fn redis_prefix() -> String {
     format!("isirtest:{}", rand_suffix())
 }
 
-/// A fresh, empty database; the returned guard keeps a SQLite directory alive.
+/// A fresh, empty database; the returned guard keeps a SQLite directory alive, and
+/// drops a PostgreSQL database `fresh_db` made when it goes (unless the test failed:
+/// then it is kept to be looked at).
 pub struct TestDb {
     pub url: String,
     pub backend: Backend,
     _dir: Option<tempfile::TempDir>,
+    /// The server's admin URL and the database's name, to drop.
+    made: Option<(String, String)>,
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin, name)) = self.made.take() else {
+            return;
+        };
+        if std::thread::panicking() {
+            return;
+        }
+        // (On a thread of its own: the test's runtime may be the one dropping this.)
+        let dropped = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(async {
+                let mut c = sqlx::PgConnection::connect(&admin)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut c)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .join();
+        if let Ok(Err(e)) = dropped {
+            eprintln!("the test database was not dropped: {e}");
+        }
+    }
 }
 
 impl TestDb {
@@ -57,6 +92,7 @@ impl TestDb {
             url: url.to_string(),
             backend: Backend::Postgres,
             _dir: None,
+            made: None,
         }
     }
 }
@@ -70,6 +106,7 @@ pub async fn fresh_db(backend: Backend) -> TestDb {
                 url,
                 backend,
                 _dir: Some(dir),
+                made: None,
             }
         }
         Backend::Postgres => {
@@ -87,6 +124,7 @@ pub async fn fresh_db(backend: Backend) -> TestDb {
                 url: format!("{base}/{name}"),
                 backend,
                 _dir: None,
+                made: Some((admin.clone(), name)),
             }
         }
     }
