@@ -146,6 +146,19 @@ async fn store(b: Backend) -> (Store, common::TestDb) {
     (store, db)
 }
 
+/// The read side on `store` with `max_connections` and an acquire timeout of
+/// `acquire_ms` (the PostgreSQL read pool's tests).
+fn pool_state(store: &Store, max_connections: u32, acquire_ms: u64) -> isir::read::ReadState {
+    isir::read::ReadState::new(
+        store.clone(),
+        isir::read::ReadOptions {
+            max_connections,
+            acquire_timeout: Duration::from_millis(acquire_ms),
+            ..Default::default()
+        },
+    )
+}
+
 async fn plans(b: Backend) {
     let (store, _db) = store(b).await;
     let pg = b == Backend::Postgres;
@@ -610,14 +623,7 @@ async fn backend_pid(state: &isir::read::ReadState) -> String {
 #[tokio::test]
 async fn the_postgres_read_pool_reuses_replaces_and_closes_connections() {
     let (store, _db) = store(Backend::Postgres).await;
-    let state = isir::read::ReadState::new(
-        store.clone(),
-        isir::read::ReadOptions {
-            max_connections: 1,
-            acquire_timeout: Duration::from_millis(500),
-            ..Default::default()
-        },
-    );
+    let state = pool_state(&store, 1, 500);
     let admin = async |sql: &str| {
         let mut tx = Tx::begin(&store).await.unwrap();
         let r = tx.texts(sql, &[]).await.unwrap();
@@ -713,15 +719,8 @@ async fn the_postgres_read_pool_reuses_replaces_and_closes_connections() {
 async fn postgres_lists_keep_their_plans_and_name_search_plans_per_value() {
     let (store, _db) = store(Backend::Postgres).await;
     store.set_setting("phase", "serve").await.unwrap();
-    let state = isir::read::ReadState::new(
-        store.clone(),
-        isir::read::ReadOptions {
-            // (Two for one-statement reads, one for transactions.)
-            max_connections: 3,
-            acquire_timeout: Duration::from_millis(300),
-            ..Default::default()
-        },
-    );
+    // (Two for one-statement reads, one for transactions.)
+    let state = pool_state(&store, 3, 300);
     let (base, _stop) = common::serve_api(state.clone()).await;
     let http = reqwest::Client::new();
     // The plans PostgreSQL made for the session's statements that read `table` in the

@@ -343,21 +343,8 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
         b.upgrade(&mut tx, next.version).await?;
     }
     // Value samples an earlier release's ANALYZE left (`drop_samples`).
-    if !tx.is_postgres()
-        && tx
-            .int(
-                "SELECT COUNT(*) FROM sqlite_master WHERE name = 'sqlite_stat4'",
-                &[],
-            )
-            .await?
-            == Some(1)
-        && tx
-            .int("SELECT EXISTS (SELECT 1 FROM sqlite_stat4)", &[])
-            .await?
-            == Some(1)
-    {
+    if drop_samples(&mut tx, None).await? {
         tracing::info!("SQLite's value samples dropped (sqlite_stat4)");
-        drop_samples(&mut tx, None).await?;
     }
     tx.commit().await?;
     Ok(())
@@ -386,28 +373,32 @@ pub async fn analyze(tx: &mut Tx, table: &str) -> Result<(), ProjectionError> {
 /// and planned anew, 10 % of the server's time on the events feed. The read side's
 /// statements are index walks chosen by their shape, whatever the values (the plan
 /// tests, `tests/limits.rs`), so the samples buy nothing there. Nothing to do on
-/// PostgreSQL, or where SQLite keeps no samples.
-pub async fn drop_samples(tx: &mut Tx, table: Option<&str>) -> Result<(), ProjectionError> {
-    if tx.is_postgres()
-        || tx
+/// PostgreSQL, or where SQLite keeps no samples; says whether it deleted any.
+pub async fn drop_samples(tx: &mut Tx, table: Option<&str>) -> Result<bool, ProjectionError> {
+    // (Only where there are some: opening the projections writes nothing otherwise.)
+    let some = !tx.is_postgres()
+        && tx
             .int(
                 "SELECT COUNT(*) FROM sqlite_master WHERE name = 'sqlite_stat4'",
                 &[],
             )
             .await?
-            .unwrap_or(0)
-            == 0
-    {
-        return Ok(());
+            == Some(1)
+        && tx
+            .int(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_stat4 WHERE $1 IS NULL OR tbl = $1)",
+                &[table.into()],
+            )
+            .await?
+            == Some(1);
+    if some {
+        tx.exec(
+            "DELETE FROM sqlite_stat4 WHERE $1 IS NULL OR tbl = $1",
+            &[table.into()],
+        )
+        .await?;
     }
-    match table {
-        Some(t) => {
-            tx.exec("DELETE FROM sqlite_stat4 WHERE tbl = $1", &[t.into()])
-                .await?
-        }
-        None => tx.exec("DELETE FROM sqlite_stat4", &[]).await?,
-    };
-    Ok(())
+    Ok(some)
 }
 
 /// Merges every segment of a SQLite full-text table into one (FTS5 `optimize`): a
