@@ -891,18 +891,14 @@ async fn sqlite_reads_are_prepared_once_whatever_their_values() {
     let (_sim, db, app, _g) = replica(Backend::Sqlite, 6_000, 45).await;
     catch_up_all(&app.store, 1_000).await;
     let path = db.url.strip_prefix("sqlite://").unwrap().to_string();
-    let version = |name: &str| {
-        let c = rusqlite::Connection::open(&path).unwrap();
-        c.query_row(
-            "SELECT version FROM proj_meta WHERE name = ?1",
-            [name],
-            |r| r.get::<_, i64>(0),
-        )
-        .unwrap()
-    };
-    let (cases_v, timeline_v) = (version("cases"), version("timeline"));
     let c = rusqlite::Connection::open(&path).unwrap();
     let one = |sql: &str| c.query_row(sql, [], |r| r.get::<_, i64>(0)).unwrap();
+    let version = |name: &str| {
+        one(&format!(
+            "SELECT version FROM proj_meta WHERE name = '{name}'"
+        ))
+    };
+    let (cases_v, timeline_v) = (version("cases"), version("timeline"));
     // Two values of each: feed positions and court + state pairs, from the data.
     let afters: Vec<i64> = {
         let mut s = c
