@@ -82,6 +82,11 @@ async fn cases(store: &isir::store::Store) -> Vec<CaseDoc> {
         .collect()
 }
 
+/// A query value, URL-escaped.
+fn q(s: &str) -> String {
+    isir::read::params::url_escape(s)
+}
+
 fn path_of(case_number: &str) -> String {
     let (n, y) = case_number
         .trim_start_matches("INS ")
@@ -287,21 +292,91 @@ async fn endpoints(b: Backend) {
         assert_eq!(api.get(bad).await.0, 400, "{bad}");
     }
 
-    // Erased debtors never appear; the case does, with its erasure status.
+    // Erased debtors never appear; the case does, with its erasure status. Which debtors
+    // are erased comes from the truth (the generator's own cases), and each is looked up
+    // with the `pii` scope by birth number, IČO and full name, so that nothing but the
+    // erasure can hide them.
     let erased = docs.iter().find(|d| d.erased).expect("an erased case");
     let (_, _, body) = api.get(&path_of(&erased.case_number)).await;
     assert_eq!(body["case"]["erased"], true);
     assert_eq!(body["case"]["debtors"].as_array().unwrap().len(), 0);
-    let truth = sim.truth_all();
-    for a in truth.iter().filter(|a| a.case_number == erased.case_number) {
-        if let isir::source::Note::Parsed(d) = isir::source::parse::note_of(a.note.as_deref())
-            && let Some(p) = d.person.filter(|p| p.role.as_deref() == Some("DLUŽNÍK"))
-            && let Some(rc) = p.birth_number
-        {
-            let (s, _, _) = api.get(&format!("/v1/subjects?rc={rc}")).await;
-            assert_eq!(s, 403, "no birth number search without the scope");
+    let pii = {
+        use sha2::Digest;
+        start_with(
+            app.store.clone(),
+            isir::read::ReadOptions {
+                rate_per_second: 10_000,
+                burst: 10_000,
+                keys: vec![isir::config::ApiKey {
+                    name: "analyst".into(),
+                    sha256: hex::encode(sha2::Sha256::digest(b"k-pii")),
+                    scopes: vec!["pii".into()],
+                }],
+                ..Default::default()
+            },
+        )
+        .await
+    };
+    let get_pii = |path: String| {
+        let r = pii
+            .http
+            .get(format!("{}{path}", pii.base))
+            .header("x-api-key", "k-pii");
+        async move {
+            let r = r.send().await.unwrap();
+            assert_eq!(r.status(), 200, "{path}");
+            r.json::<Value>().await.unwrap()
+        }
+    };
+    let truth = sim.truth_debtors();
+    let gone: Vec<_> = truth.iter().filter(|d| d.erased).collect();
+    assert!(!gone.is_empty(), "the truth has erased debtors");
+    let (mut by_rc, mut by_ico) = (0, 0);
+    for d in &gone {
+        let p = &d.person;
+        let mut lookups = Vec::new();
+        if let Some(rc) = &p.birth_number {
+            by_rc += 1;
+            lookups.push(format!("/v1/subjects?rc={}", q(rc)));
+        }
+        if let Some(ico) = &p.ico {
+            by_ico += 1;
+            lookups.push(format!("/v1/subjects?ico={}", q(ico)));
+        }
+        let full = [p.first_name.as_deref(), p.name.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(" ");
+        lookups.push(format!("/v1/subjects?name={}", q(&full)));
+        lookups.push(format!("/v1/search?q={}&limit=1000", q(&full)));
+        for path in lookups {
+            let body = get_pii(path.clone()).await;
+            let rows = body["subjects"].as_array().cloned().unwrap_or_default();
+            assert!(
+                !rows
+                    .iter()
+                    .any(|r| r["case_number"] == d.case_number.as_str() && r["role"] == "DLUŽNÍK"),
+                "{path}: the erased debtor of {} appears",
+                d.case_number
+            );
+        }
+        // Not even by the case: its answer holds no debtor.
+        let (s, _, body) = api.get(&path_of(&d.case_number)).await;
+        if s == 200 {
+            assert_eq!(body["case"]["erased"], true, "{}", d.case_number);
+            assert_eq!(
+                body["case"]["debtors"],
+                serde_json::json!([]),
+                "{}",
+                d.case_number
+            );
         }
     }
+    assert!(
+        by_rc > 0 && by_ico > 0,
+        "erased debtors with a birth number ({by_rc}) and an IČO ({by_ico})"
+    );
 }
 
 #[tokio::test]

@@ -149,10 +149,7 @@ fn truth_latest(sim: &isir::sim::Simulator) -> BTreeMap<(String, String, String)
 /// Whether the register has published the debtor's person record: an action of the
 /// truth names them in its note (it publishes a case's petition first, the debtor's
 /// record later). From the simulator's notes, never from the parties projection.
-fn published(
-    latest: &BTreeMap<(String, String, String), i64>,
-    d: &isir::sim::TruthDebtor,
-) -> bool {
+fn published(latest: &BTreeMap<(String, String, String), i64>, d: &isir::sim::TruthDebtor) -> bool {
     let id = d.person.id.trim();
     latest
         .keys()

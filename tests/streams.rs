@@ -126,7 +126,10 @@ async fn streams(b: Backend) {
         .filter(|a| a.case_number != "INS -1/-1")
         .map(|a| a.id)
         .collect();
-    assert!(truth.len() < sim.truth_all().len(), "the truth has code-list actions");
+    assert!(
+        truth.len() < sim.truth_all().len(),
+        "the truth has code-list actions"
+    );
     assert!(
         ids == truth,
         "the feed is the truth's actions: {} rows against {}",
