@@ -460,15 +460,28 @@ async fn budget_holds_by_the_simulators_count() {
         let db = common::fresh_db(b).await;
         let mut s = common::settings(&url, &db);
         s.budget.daily = 7;
+        let mut spent = 0;
         for _ in 0..4 {
             let app = common::app(s.clone()).await;
             let mut p = app.poller().unwrap();
             let t = p.poll_once().await;
             p.release().await;
             if let TickOutcome::BudgetSpent { resets_at } = &t.outcome {
-                assert!(resets_at.contains('T'));
+                // The reset is the next day's start, in the future, as RFC 3339.
+                let at = chrono::DateTime::parse_from_rfc3339(resets_at)
+                    .unwrap_or_else(|e| panic!("{resets_at:?}: {e}"))
+                    .with_timezone(&chrono::Utc);
+                assert!(at > chrono::Utc::now(), "{resets_at}");
+                assert!(
+                    at - chrono::Utc::now() <= chrono::Duration::hours(25),
+                    "{resets_at}"
+                );
+                spent += 1;
             }
         }
+        // The first tick spends the 7 requests; every later one stops on the budget
+        // before sending anything.
+        assert!(spent >= 3, "{b:?}: {spent} ticks ended on the spent budget");
         assert_eq!(sim.stats().requests_total, 7, "{b:?}");
         let app = common::app(s.clone()).await;
         assert_eq!(
