@@ -183,12 +183,18 @@ impl Drop for Clusters {
 }
 
 /// `isir serve`, the real binary; killed when dropped.
-struct Serve(std::process::Child);
+/// `isir serve` as a process, with its log file: stopped when dropped, and its log
+/// printed when the test failed (the temporary directory goes with the test).
+struct Serve(std::process::Child, std::path::PathBuf);
 
 impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.1).unwrap_or_default();
+            eprintln!("---- isir serve's log ({}) ----\n{log}", self.1.display());
+        }
     }
 }
 
@@ -251,16 +257,19 @@ async fn serve_reads_a_hot_standby_and_outlives_its_primary() {
 
     // `isir serve` on the standby.
     let port = free_port();
+    let log_path = clusters.dir.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
     let serve = Serve(
         Command::new(env!("CARGO_BIN_EXE_isir"))
             .arg("serve")
             .env("ISIR_DATABASE__URL", &standby_url)
             .env("ISIR_API__BIND", format!("127.0.0.1:{port}"))
             .env("ISIR_API__META_CACHE_MS", "0")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
             .spawn()
             .unwrap(),
+        log_path,
     );
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
@@ -276,12 +285,27 @@ async fn serve_reads_a_hot_standby_and_outlives_its_primary() {
     assert_eq!(st, 200, "{body}");
     assert_eq!(body["cases"].as_array().unwrap().len(), 5);
     assert_eq!(body["watermark"]["action_id"], head);
-    let lag = body["watermark"]["standby_lag_seconds"].as_i64();
-    assert!(
-        lag.is_some_and(|l| l >= 0),
-        "the standby's lag is reported: {body}"
+    assert_eq!(
+        body["watermark"]["standby_lag_seconds"], 0,
+        "a standby that has replayed all it received lags by nothing: {body}"
     );
-    assert!(h.contains_key("isir-standby-lag-seconds"));
+    assert_eq!(h["isir-standby-lag-seconds"], "0");
+    // A reader of the primary reports no standby lag at all.
+    let (primary_base, _stop) = common::serve_api(isir::read::ReadState::new(
+        app.store.clone(),
+        isir::read::ReadOptions::default(),
+    ))
+    .await;
+    let (st, h, body) = get(&http, &format!("{primary_base}/v1/cases?limit=1")).await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["watermark"]["action_id"], head);
+    assert!(
+        body["watermark"]
+            .get("standby_lag_seconds")
+            .is_none_or(Value::is_null),
+        "the primary is no standby: {body}"
+    );
+    assert!(!h.contains_key("isir-standby-lag-seconds"), "{h:?}");
     // It never wrote: the standby is read-only, and it holds what the primary has.
     let mut sb = sqlx::PgConnection::connect(&standby_url).await.unwrap();
     let recovering: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
@@ -291,7 +315,15 @@ async fn serve_reads_a_hot_standby_and_outlives_its_primary() {
     assert!(recovering, "the standby is a standby");
     drop(sb);
 
-    // What the writer adds on the primary reaches the reader through the standby.
+    // What the writer adds on the primary reaches the reader through the standby. While
+    // the standby's replay is paused it receives the new WAL but does not apply it: its
+    // reader still answers the old head and reports a lag of at least the time since
+    // the last transaction it replayed.
+    let mut sb = sqlx::PgConnection::connect(&standby_url).await.unwrap();
+    sqlx::query("SELECT pg_wal_replay_pause()")
+        .execute(&mut sb)
+        .await
+        .unwrap();
     sim.publish(2_000);
     app.poller().unwrap().poll_once().await;
     for n in isir::projection::NAMES {
@@ -310,6 +342,38 @@ async fn serve_reads_a_hot_standby_and_outlives_its_primary() {
     .parse()
     .unwrap();
     assert!(head2 > head);
+    let t = Instant::now();
+    while !sqlx::query_scalar::<_, bool>(
+        "SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()",
+    )
+    .fetch_one(&mut sb)
+    .await
+    .unwrap()
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "waited a minute for the standby to receive the new WAL"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let paused_at = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (st, h, body) = get(&http, &format!("{base}/v1/cases?limit=1")).await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["watermark"]["action_id"], head, "replay is paused");
+    let lag = body["watermark"]["standby_lag_seconds"]
+        .as_i64()
+        .unwrap_or(-1);
+    assert!(
+        lag >= 3 && h["isir-standby-lag-seconds"] == lag.to_string().as_str(),
+        "a standby behind reports its lag (>= 3 s, paused {:?} ago): {body}",
+        paused_at.elapsed()
+    );
+    sqlx::query("SELECT pg_wal_replay_resume()")
+        .execute(&mut sb)
+        .await
+        .unwrap();
+    drop(sb);
     wait_for("the standby to replay the new actions", || {
         let http = http.clone();
         let u = format!("{base}/v1/cases?limit=1");

@@ -25,7 +25,9 @@ pub struct Watermark {
     pub phase: String,
     /// On a PostgreSQL hot standby: seconds its replay is behind the primary (0 while
     /// it has replayed all it received; the time since the last replayed transaction
-    /// otherwise). Absent on a primary and on SQLite.
+    /// otherwise, or, before it has replayed one since it started, the time since it
+    /// started: its data is older than that, so the figure is a lower bound, never a 0
+    /// for a standby that is behind). Absent on a primary and on SQLite.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub standby_lag_seconds: Option<i64>,
 }
@@ -58,7 +60,7 @@ pub async fn meta(tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
         tx.texts(
             "SELECT CASE WHEN NOT pg_is_in_recovery() THEN '' \
              WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN '0' \
-             ELSE COALESCE(CAST(CAST(EXTRACT(EPOCH FROM now() - pg_last_xact_replay_timestamp()) AS BIGINT) AS TEXT), '0') END",
+             ELSE CAST(CAST(EXTRACT(EPOCH FROM now() - COALESCE(pg_last_xact_replay_timestamp(), pg_postmaster_start_time())) AS BIGINT) AS TEXT) END",
             &[],
         )
         .await?
