@@ -309,6 +309,12 @@ async fn sigkill_during_projection_build() {
         let log = dir.path().join("p.log");
         let mut rng = rand::thread_rng();
         let mut killed_mid_way = 0;
+        let head = sim.head_id().unwrap();
+        // Each projection's committed cursor after each kill: it never goes back, and
+        // some kill must leave one between the start and the head (committed progress of
+        // a build that was not finished: the kill landed mid-build).
+        let mut last: std::collections::BTreeMap<String, i64> = Default::default();
+        let mut mid_build = 0;
         for _ in 0..chaos_kills(12) {
             let out = std::fs::OpenOptions::new()
                 .create(true)
@@ -329,10 +335,22 @@ async fn sigkill_during_projection_build() {
                 signal(&child, "-KILL");
                 child.wait().unwrap();
             }
+            let mut mid = false;
+            for m in isir::projection::metas(&app.store).await.unwrap() {
+                let before = last.insert(m.name.clone(), m.cursor).unwrap_or(-1);
+                assert!(
+                    m.cursor >= before,
+                    "{b:?}: {}'s cursor went back from {before} to {}",
+                    m.name,
+                    m.cursor
+                );
+                mid |= 0 < m.cursor && m.cursor < head;
+            }
+            mid_build += usize::from(mid);
         }
         assert!(
-            killed_mid_way > 3,
-            "kills must land while building ({killed_mid_way})"
+            killed_mid_way > 3 && mid_build > 0,
+            "kills must land while building ({killed_mid_way} killed running, {mid_build} left committed progress short of the head)"
         );
         for n in isir::projection::NAMES {
             isir::projection::catch_up(&app.store, n, 5000)
