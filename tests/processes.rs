@@ -639,69 +639,118 @@ async fn poll_once_releases_the_lease() {
     );
 }
 
-/// SIGTERM while a page request is in flight to a source that answers in a minute: the
-/// daemon cancels the request, releases the lease and exits within seconds, instead of
-/// waiting for the answer (Docker's and systemd's stop timeouts would SIGKILL it and
-/// the next writer would wait out the TTL).
+/// SIGTERM stops the daemon within seconds wherever a tick waits: in a page request the
+/// source answers in a minute, and in the budget's wait for the next minute window.
+/// Each wait comes after a page was stored: that page stays, and nothing after it is
+/// stored or asked for (Docker's and systemd's stop timeouts would SIGKILL a daemon that
+/// waits for the answer, and the next writer would wait out the TTL).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_within_seconds_with_a_slow_source() {
+    for b in [Backend::Sqlite, Backend::Postgres] {
+        for wait in ["a page request", "the budget"] {
+            sigterm_while_waiting(b, wait).await;
+        }
+    }
+}
+
+async fn sigterm_while_waiting(b: Backend, wait: &str) {
+    // The head check is request 1 and the first page request 2; the next page request
+    // (3) is answered in a minute, or the budget of 2 a minute makes it wait for one.
+    let slow_page = wait == "a page request";
     let (sim, url, _g) = isir::sim::spawn(isir::sim::SimOptions {
         seed: 23,
         actions: 5_000,
         page: 100,
-        latency: Duration::from_secs(60),
+        faults: if slow_page {
+            isir::sim::FaultPlan::none().at(3, isir::sim::FaultKind::Slow)
+        } else {
+            isir::sim::FaultPlan::none()
+        },
+        slow: Duration::from_secs(60),
+        per_minute_limit: None,
         ..Default::default()
     })
     .await
     .unwrap();
-    for b in [Backend::Sqlite, Backend::Postgres] {
-        let db = common::fresh_db(b).await;
-        let mut s = common::settings(&url, &db);
-        s.source.timeout_secs = 100;
-        let env = env_of(&s);
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("d.log");
-        let before = sim.stats().requests_total;
-        let mut kid = daemon(&env, &log);
-        // Wait until a request has reached the source (it will answer in a minute).
-        let t0 = Instant::now();
-        while sim.stats().requests_total == before {
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "no request: {}",
-                tail(&log)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
+    let first_page: Vec<i64> = sim.truth_all().iter().take(100).map(|a| a.id).collect();
+    let db = common::fresh_db(b).await;
+    let mut s = common::settings(&url, &db);
+    s.source.timeout_secs = 100;
+    s.poll.max_batches_per_tick = 20;
+    if !slow_page {
+        s.budget.per_minute = 2;
+    }
+    let env = env_of(&s);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("d.log");
+    // (Migrated here first: two processes migrating one new SQLite file race.)
+    let store = common::store(&db).await;
+    let mut kid = daemon(&env, &log);
+    // Wait until the first page is stored and the tick waits: the third request has
+    // reached the source, or (budget) two requests were sent and the page is stored.
+    let t0 = Instant::now();
+    loop {
+        let sent = sim.stats().requests_total;
+        let stored = store.checkpoint().await.unwrap().is_some();
+        if stored && sent >= if slow_page { 3 } else { 2 } {
+            break;
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let asked = Instant::now();
-        signal(&kid, "-TERM");
-        let status = loop {
-            if let Some(st) = kid.try_wait().unwrap() {
-                break st;
-            }
-            assert!(
-                asked.elapsed() < Duration::from_secs(20),
-                "{b:?}: still running 20 s after SIGTERM: {}",
-                tail(&log)
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        let took = asked.elapsed();
-        assert!(status.success(), "{b:?}: {status:?}: {}", tail(&log));
-        eprintln!("{b:?}: stopped {took:?} after SIGTERM");
-        // The lease is released: another writer takes it at once.
-        let store = common::store(&db).await;
-        let l = Lease::database(&s.lease.key, store.clone(), Duration::from_secs(60));
         assert!(
-            matches!(l.acquire().await.unwrap(), isir::lease::Acquire::Granted(_)),
-            "{b:?}: the lease was released: {}",
+            t0.elapsed() < Duration::from_secs(30),
+            "{b:?}, {wait}: not waiting yet ({sent} requests): {}",
             tail(&log)
         );
-        assert_eq!(
-            store.checkpoint().await.unwrap(),
-            None,
-            "nothing stored from it"
-        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = sim.stats().requests_total;
+    assert_eq!(
+        sent,
+        if slow_page { 3 } else { 2 },
+        "{b:?}, {wait}: {}",
+        tail(&log)
+    );
+    let asked = Instant::now();
+    signal(&kid, "-TERM");
+    let status = loop {
+        if let Some(st) = kid.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "{b:?}, {wait}: still running 20 s after SIGTERM: {}",
+            tail(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = asked.elapsed();
+    assert!(
+        status.success(),
+        "{b:?}, {wait}: {status:?}: {}",
+        tail(&log)
+    );
+    eprintln!("{b:?}: stopped {took:?} after SIGTERM while waiting for {wait}");
+    assert_eq!(
+        sim.stats().requests_total,
+        sent,
+        "{b:?}, {wait}: no request after the signal"
+    );
+    // What was stored stays, and nothing after it.
+    assert_eq!(
+        store.checkpoint().await.unwrap(),
+        first_page.last().copied(),
+        "{b:?}, {wait}: the checkpoint is the first page's last action"
+    );
+    assert_eq!(
+        store.count_actions().await.unwrap(),
+        first_page.len() as i64,
+        "{b:?}, {wait}"
+    );
+    // The lease is released: another writer takes it at once.
+    let l = Lease::database(&s.lease.key, store.clone(), Duration::from_secs(60));
+    assert!(
+        matches!(l.acquire().await.unwrap(), isir::lease::Acquire::Granted(_)),
+        "{b:?}, {wait}: the lease was released: {}",
+        tail(&log)
+    );
 }
