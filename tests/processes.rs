@@ -184,7 +184,19 @@ fn holder_pid(h: &str) -> Option<u32> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_daemons_one_writer() {
     let mut redis = common::OwnRedis::start();
-    let (sim, url, _g) = common::sim(12_000, 100, 22).await;
+    // Every answer takes 400 ms, so that the holder can be paused inside a tick, while
+    // it waits for a page.
+    let (sim, url, _g) = isir::sim::spawn(isir::sim::SimOptions {
+        seed: 22,
+        actions: 6_000,
+        page: 100,
+        daily_limit: None,
+        per_minute_limit: None,
+        latency: Duration::from_millis(400),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
     let db = common::fresh_db(Backend::Postgres).await;
     let mut s = common::with_redis(common::settings(&url, &db), &redis.url());
     s.poll.period_secs = 1;
@@ -216,7 +228,13 @@ async fn three_daemons_one_writer() {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        panic!("nobody took the lease");
+        panic!(
+            "nobody took the lease:\n{}",
+            logs.iter()
+                .map(|l| tail(l))
+                .collect::<Vec<_>>()
+                .join("\n---\n")
+        );
     };
     let all_logs = |logs: &[std::path::PathBuf]| {
         logs.iter()
@@ -225,14 +243,25 @@ async fn three_daemons_one_writer() {
             .join("\n---\n")
     };
 
-    // 1. Pause the holder past its TTL, let another take over, then continue it.
+    // 1. Pause the holder inside a tick, as a request of its reaches the source (only
+    // the holder asks), past its TTL; let another take over, then continue it.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let h1 = holder().await;
     let k1 = kids
         .iter()
         .position(|k| k.id() == h1)
         .expect("holder is one of ours");
+    let asked = sim.stats().requests_total;
+    let t0 = Instant::now();
+    while sim.stats().requests_total == asked {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the holder asks nothing"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     signal(&kids[k1], "-STOP");
+    let paused_at = std::fs::read_to_string(&logs[k1]).unwrap_or_default().len();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let h2 = holder().await;
     assert_ne!(h1, h2, "a paused holder is replaced after its TTL");
@@ -282,14 +311,19 @@ async fn three_daemons_one_writer() {
             w[1].0
         );
     }
-    // The continued ex-holder itself (not any daemon) noticed it had lost the lease,
-    // by its renewal, its next acquisition or the store's fencing. The commit of a
-    // holder paused mid-request is refused as `Fenced`:
+    // The continued ex-holder's own tick, the one it was paused in, ends as lost (its
+    // renewal failed, or the store fenced its commit): the first tick it logs after the
+    // pause. (Every standby logs `lease_not_held` at every tick, so that would prove
+    // nothing.) The commit of a holder paused mid-request is refused as `Fenced`:
     // `tests/ingest.rs::a_holder_cut_off_mid_request_is_fenced`.
     let t = std::fs::read_to_string(&logs[k1]).unwrap_or_default();
+    let first_tick = t[paused_at..]
+        .lines()
+        .find(|l| l.contains("outcome"))
+        .unwrap_or_default();
     assert!(
-        t.contains("lease_lost") || t.contains("lease_not_held") || t.contains("fenced"),
-        "the continued ex-holder noticed it lost the lease:\n{}",
+        first_tick.contains("lease_lost"),
+        "the continued ex-holder's tick ends with the lease lost: {first_tick:?}\n{}",
         tail(&logs[k1])
     );
 }
