@@ -278,3 +278,114 @@ async fn json_logs_and_a_request_line_without_query_values() {
         .unwrap_or_else(|| panic!("no line for the unknown path:\n{text}"));
     assert_eq!(unmatched["status"], 404);
 }
+
+/// Exit codes 4, 5, 6, 8 and 9 produced by their conditions (the table in `--help` and
+/// the README), each against the simulator or a real store: a spent budget, garbage
+/// from the register, the store lost mid-tick, `project verify` finding a difference,
+/// and a phase change refused for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exit_codes_come_from_their_conditions() {
+    use isir::sim::{FaultKind, FaultPlan, SimOptions};
+    let src = |faults: FaultPlan, latency_ms: u64| async move {
+        isir::sim::spawn(SimOptions {
+            seed: 31,
+            actions: 3_000,
+            page: 1000,
+            daily_limit: None,
+            per_minute_limit: None,
+            faults,
+            latency: std::time::Duration::from_millis(latency_ms),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+    };
+    let poll = |db: &str, source: &str, extra: &[(&str, &str)]| {
+        let mut env = vec![("ISIR_SOURCE__URL", source)];
+        env.extend_from_slice(extra);
+        isir(db, &["poll", "--once"], &env)
+    };
+
+    // 4: a daily budget of 1 is spent by the head check; no page is asked for.
+    let (sim, url, _g) = src(FaultPlan::none(), 0).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let p = poll(&db.url, &url, &[("ISIR_BUDGET__DAILY", "1")]);
+    assert_eq!(p.status.code(), Some(4), "{p:?}");
+    assert_eq!(json(&p)["outcome"]["kind"], "budget_spent");
+    assert_eq!(sim.stats().requests_total, 1);
+
+    // 5: the first page is garbage; nothing is stored.
+    let (sim, url, _g) = src(FaultPlan::none().at(2, FaultKind::Garbage), 0).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let p = poll(&db.url, &url, &[]);
+    assert_eq!(p.status.code(), Some(5), "{p:?}");
+    assert_eq!(json(&p)["outcome"]["kind"], "source_error");
+    assert_eq!(sim.stats().requests_total, 2, "garbage is not retried");
+    let store = common::store(&db).await;
+    assert_eq!(store.checkpoint().await.unwrap(), None);
+    assert_eq!(store.count_actions().await.unwrap(), 0);
+
+    // 6: the store is lost while the first page is on its way (its PostgreSQL database
+    // dropped): nothing stored, exit 6.
+    let (sim, url, _g) = src(FaultPlan::none(), 1500).await;
+    let db = common::fresh_db(Backend::Postgres).await;
+    common::store(&db).await; // migrated, so that the tick reaches its request at once
+    let (db_url, source) = (db.url.clone(), url.clone());
+    let kid = tokio::task::spawn_blocking(move || poll(&db_url, &source, &[]));
+    let t0 = std::time::Instant::now();
+    while sim.stats().requests_total < 2 {
+        assert!(t0.elapsed().as_secs() < 30, "the page request never came");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let name = db.url.rsplit('/').next().unwrap().to_string();
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&common::pg_admin_url())
+        .await
+        .unwrap();
+    sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+    let p = kid.await.unwrap();
+    assert_eq!(p.status.code(), Some(6), "{p:?}");
+    assert_eq!(json(&p)["outcome"]["kind"], "store_error");
+
+    let (_sim, url, _g) = src(FaultPlan::none(), 0).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    assert_eq!(poll(&db.url, &url, &[]).status.code(), Some(0));
+    // 9: `project verify` finds a case document that differs from the replica's.
+    let c = isir(&db.url, &["project", "catch-up"], &[]);
+    assert!(c.status.success(), "{c:?}");
+    let v = isir(&db.url, &["project", "verify"], &[]);
+    assert_eq!(v.status.code(), Some(0), "clean before: {v:?}");
+    let store = common::store(&db).await;
+    let version = common::count(
+        &store,
+        "SELECT version FROM proj_meta WHERE name = $1",
+        "cases",
+    )
+    .await;
+    let mut tx = isir::projection::sql::Tx::begin(&store).await.unwrap();
+    let changed = tx
+        .exec(
+            &format!(
+                "UPDATE cases_v{version} SET doc = replace(doc, '\"documents\":', '\"documents\":9')"
+            ),
+            &[],
+        )
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(changed > 0);
+    let v = isir(&db.url, &["project", "verify"], &[]);
+    assert_eq!(v.status.code(), Some(9), "{v:?}");
+
+    // 8: `phase set serve` while verify finds differences is refused, and the phase
+    // stays; --force overrides.
+    let set = isir(&db.url, &["phase", "set", "serve", "--json"], &[]);
+    assert_eq!(set.status.code(), Some(8), "{set:?}");
+    assert!(json(&set)["refused"].is_string(), "{set:?}");
+    let ph = isir(&db.url, &["phase", "get", "--json"], &[]);
+    assert_eq!(json(&ph)["phase"], "ingest");
+    let set = isir(&db.url, &["phase", "set", "serve", "--force"], &[]);
+    assert_eq!(set.status.code(), Some(0), "{set:?}");
+}
