@@ -382,6 +382,7 @@ async fn privacy_on_every_path(b: Backend) {
         unscoped.push_str(&page.text);
         names.insert(d.person.name.clone().unwrap());
     }
+    let mut mores = 0;
     for n in names.iter().take(12) {
         for f in ["json", "csv", "ndjson"] {
             unscoped.push_str(
@@ -408,11 +409,35 @@ async fn privacy_on_every_path(b: Backend) {
         if let Some(at) = a.text.find("id=\"more\" href=\"") {
             let rest = &a.text[at + 16..];
             let link = rest[..rest.find('"').unwrap()].replace("&amp;", "&");
+            let cursor = link
+                .split(['?', '&'])
+                .find_map(|kv| kv.strip_prefix("after="))
+                .unwrap_or_else(|| panic!("the more link has a cursor: {link}"));
+            // Sealed: its bytes hold neither the name nor any other text in clear (an
+            // unsealed keyset cursor would carry the last row's name and case).
+            use base64::Engine;
+            let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(cursor)
+                .unwrap_or_else(|e| panic!("{cursor}: {e}"));
+            let clear = String::from_utf8_lossy(&bytes);
+            assert!(
+                bytes.len() > 24 && !clear.contains(n.as_str()) && !clear.contains("INS "),
+                "the cursor is sealed, not the last row in clear: {clear}"
+            );
             let more = api.get(&link, None).await;
             assert_eq!(more.status, 200, "{link}");
+            assert!(
+                more.text.contains("<table") || more.text.contains("<li"),
+                "{link}: a next page"
+            );
             unscoped.push_str(&more.text);
+            mores += 1;
         }
     }
+    assert!(
+        mores > 0,
+        "a search page with more results than a page shows its more link"
+    );
     unscoped.push_str(&api.get("/metrics", None).await.text);
     assert!(
         unscoped.len() > 1_000_000,
