@@ -255,6 +255,15 @@ async fn watermark(store: &isir::store::Store) -> i64 {
         .unwrap()
 }
 
+/// The receivers of these tests are on loopback, over plain http.
+fn open_policy() -> watchlist::Policy {
+    watchlist::Policy {
+        allow_private: true,
+        allow_http_with_birth_numbers: true,
+        proxy: None,
+    }
+}
+
 fn opts(holder: &str) -> watchlist::notify::NotifierOptions {
     watchlist::notify::NotifierOptions {
         every: Duration::from_millis(50),
@@ -263,7 +272,7 @@ fn opts(holder: &str) -> watchlist::notify::NotifierOptions {
         retry_min: Duration::from_millis(50),
         retry_max: Duration::from_millis(400),
         failing_after: Duration::ZERO,
-        allow_private: true,
+        targets: open_policy(),
         claim_ttl: Duration::from_secs(30),
         holder: holder.into(),
     }
@@ -291,7 +300,7 @@ async fn feed_and_webhook(b: Backend) {
             secret: Some(secret),
             entries: truth.entries.clone(),
         },
-        true,
+        &open_policy(),
     )
     .await
     .unwrap();
@@ -325,7 +334,7 @@ async fn feed_and_webhook(b: Backend) {
             }]
             .into(),
         },
-        true,
+        &open_policy(),
     )
     .await
     .unwrap();
@@ -342,7 +351,7 @@ async fn feed_and_webhook(b: Backend) {
             secret: None,
             entries: truth.entries.clone(),
         },
-        true,
+        &open_policy(),
     )
     .await
     .unwrap();
@@ -666,7 +675,7 @@ async fn feed_and_webhook(b: Backend) {
             cursor: Some(mid),
             ..Default::default()
         },
-        true,
+        &open_policy(),
     )
     .await
     .unwrap();
@@ -826,7 +835,7 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
         isir::read::AdminOptions {
             separate: true,
             key_sha256: Some(hash("ops")),
-            allow_private_targets: false,
+            targets: Default::default(),
         },
     );
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -953,6 +962,7 @@ async fn kill_9_mid_delivery_resends_the_batch_and_skips_nothing() {
         ("ISIR_PHASE__INITIAL", "project".into()),
         ("ISIR_API__BIND", "127.0.0.1:0".into()),
         ("ISIR_WATCH__ALLOW_PRIVATE_TARGETS", "true".into()),
+        ("ISIR_WATCH__ALLOW_HTTP_WITH_BIRTH_NUMBERS", "true".into()),
         ("ISIR_WATCH__EVERY_MS", "100".into()),
         ("ISIR_WATCH__BATCH", "15".into()),
         ("ISIR_WATCH__RETRY_MIN_MS", "100".into()),
