@@ -287,7 +287,11 @@ pub async fn admin(State(state): State<Guard>, req: Request, next: Next) -> Resp
 
 /// The admin key a request presents: the header, or for a read only, the query.
 fn admin_key(req: &Request) -> Option<String> {
-    if let Some(v) = req.headers().get("x-admin-key").and_then(|v| v.to_str().ok()) {
+    if let Some(v) = req
+        .headers()
+        .get("x-admin-key")
+        .and_then(|v| v.to_str().ok())
+    {
         return Some(v.trim().to_string());
     }
     if !req.method().is_safe() {

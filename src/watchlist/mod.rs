@@ -427,11 +427,12 @@ pub async fn has_birth_numbers(store: &Store, name: &str) -> Result<bool, sqlx::
     let mut tx = Tx::single(store).await?;
     Ok(tx
         .int(
-            "SELECT 1 FROM watch_entries WHERE list = $1 AND kind = 'rc' LIMIT 1",
+            "SELECT COUNT(*) FROM (SELECT 1 FROM watch_entries WHERE list = $1 AND kind = 'rc' LIMIT 1) AS x",
             &[name.into()],
         )
         .await?
-        .is_some())
+        .unwrap_or(0)
+        > 0)
 }
 
 /// The secrets a list signs with now: the current one, and the previous one while a

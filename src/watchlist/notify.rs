@@ -495,7 +495,11 @@ mod tests {
         assert_eq!(id("a", 1, 5, 9, &e), id("a", 1, 5, 9, &e));
         assert_ne!(id("a", 1, 5, 9, &e), id("a", 1, 5, 10, &e));
         assert_ne!(id("a", 1, 5, 9, &e), id("a", 2, 5, 9, &e));
-        assert_ne!(id("a", 1, 5, 9, &e), id("a", 1, 5, 9, &e[1..]), "other content");
+        assert_ne!(
+            id("a", 1, 5, 9, &e),
+            id("a", 1, 5, 9, &e[1..]),
+            "other content"
+        );
         assert!(id("a", 1, 5, 9, &e).starts_with("msg_"));
     }
 }

@@ -76,7 +76,10 @@ enum Rule {
 /// multicast and reserved blocks of the IPv4 address space; the longest match wins.
 const V4: &[(&str, Rule)] = &[
     ("0.0.0.0/0", Rule::Global),
-    ("0.0.0.0/8", Rule::Refuse("an unspecified ('this network') address")),
+    (
+        "0.0.0.0/8",
+        Rule::Refuse("an unspecified ('this network') address"),
+    ),
     ("10.0.0.0/8", Rule::Refuse("a private address")),
     (
         "100.64.0.0/10",
@@ -87,7 +90,10 @@ const V4: &[(&str, Rule)] = &[
     ("172.16.0.0/12", Rule::Refuse("a private address")),
     ("192.0.0.0/24", Rule::Refuse("an IETF protocol address")),
     ("192.0.2.0/24", Rule::Refuse("a documentation address")),
-    ("192.88.99.0/24", Rule::Refuse("a 6to4 relay anycast address")),
+    (
+        "192.88.99.0/24",
+        Rule::Refuse("a 6to4 relay anycast address"),
+    ),
     ("192.168.0.0/16", Rule::Refuse("a private address")),
     ("198.18.0.0/15", Rule::Refuse("a benchmarking address")),
     ("198.51.100.0/24", Rule::Refuse("a documentation address")),
@@ -119,7 +125,10 @@ const V6: &[(&str, Rule)] = &[
     ("2001:db8::/32", Rule::Refuse("a documentation address")),
     ("2002::/16", Rule::SixToFour),
     ("3fff::/20", Rule::Refuse("a documentation address")),
-    ("5f00::/16", Rule::Refuse("a segment-routing (SRv6) address")),
+    (
+        "5f00::/16",
+        Rule::Refuse("a segment-routing (SRv6) address"),
+    ),
     ("fc00::/7", Rule::Refuse("a unique local (private) address")),
     ("fe80::/10", Rule::Refuse("a link-local address")),
     ("fec0::/10", Rule::Refuse("a site-local address")),
@@ -298,7 +307,11 @@ mod tests {
         ("192.0.0.8", true, "RFC 6890 IETF protocol assignments"),
         ("192.0.1.1", false, "between 192.0.0.0/24 and 192.0.2.0/24"),
         ("192.0.2.1", true, "RFC 5737 TEST-NET-1"),
-        ("192.88.99.1", true, "RFC 7526 deprecated 6to4 relay anycast"),
+        (
+            "192.88.99.1",
+            true,
+            "RFC 7526 deprecated 6to4 relay anycast",
+        ),
         ("192.168.1.1", true, "RFC 1918"),
         ("198.17.255.255", false, "before 198.18.0.0/15"),
         ("198.18.0.0", true, "RFC 2544 benchmarking"),
@@ -320,7 +333,11 @@ mod tests {
         ("::a00:1", true, "RFC 4291 IPv4-compatible ::10.0.0.1"),
         ("::808:808", false, "RFC 4291 IPv4-compatible ::8.8.8.8"),
         ("::ffff:127.0.0.1", true, "RFC 4291 IPv4-mapped loopback"),
-        ("::ffff:169.254.169.254", true, "RFC 4291 IPv4-mapped link local"),
+        (
+            "::ffff:169.254.169.254",
+            true,
+            "RFC 4291 IPv4-mapped link local",
+        ),
         ("::ffff:8.8.8.8", false, "RFC 4291 IPv4-mapped public"),
         ("64:ff9b::7f00:1", true, "RFC 6052 NAT64 of 127.0.0.1"),
         ("64:ff9b::c0a8:101", true, "RFC 6052 NAT64 of 192.168.1.1"),
@@ -343,8 +360,16 @@ mod tests {
             "RFC 4380 Teredo, server 65.54.227.120, client 8.8.8.8",
         ),
         ("2001:2::1", true, "RFC 5180 benchmarking"),
-        ("2001:10::1", true, "RFC 4843 deprecated ORCHID, in 2001::/23"),
-        ("2001:1ff::1", true, "RFC 2928 IETF protocol assignments 2001::/23"),
+        (
+            "2001:10::1",
+            true,
+            "RFC 4843 deprecated ORCHID, in 2001::/23",
+        ),
+        (
+            "2001:1ff::1",
+            true,
+            "RFC 2928 IETF protocol assignments 2001::/23",
+        ),
         ("2001:200::1", false, "after 2001::/23 (an RIR allocation)"),
         ("2001:db8::1", true, "RFC 3849 documentation"),
         ("2002:7f00:1::1", true, "RFC 3056 6to4 of 127.0.0.1"),
@@ -352,7 +377,11 @@ mod tests {
         ("2002:808:808::1", false, "RFC 3056 6to4 of 8.8.8.8"),
         ("3fff::1", true, "RFC 9637 documentation"),
         ("5f00::1", true, "RFC 9602 SRv6 SIDs"),
-        ("4000::1", true, "IANA IPv6 address space: reserved, not 2000::/3"),
+        (
+            "4000::1",
+            true,
+            "IANA IPv6 address space: reserved, not 2000::/3",
+        ),
         ("fc00::1", true, "RFC 4193 unique local"),
         ("fdff:ffff::1", true, "RFC 4193 unique local"),
         ("fe80::1", true, "RFC 4291 link local"),
@@ -392,7 +421,12 @@ mod tests {
         ] {
             assert!(local_name(n), "{n}");
         }
-        for n in ["localhost.example.com", "notlocalhost", "localhostx", "example.cz"] {
+        for n in [
+            "localhost.example.com",
+            "notlocalhost",
+            "localhostx",
+            "example.cz",
+        ] {
             assert!(!local_name(n), "{n}");
         }
     }
@@ -477,10 +511,22 @@ mod tests {
             proxy: Some("http://127.0.0.1:3128".into()),
             ..Default::default()
         };
-        assert!(check("https://no-such-host.invalid/x", &proxied).await.is_ok());
+        assert!(
+            check("https://no-such-host.invalid/x", &proxied)
+                .await
+                .is_ok()
+        );
         assert!(check("http://[::1]/x", &proxied).await.is_err());
-        assert!(check("http://127.0.0.1:9/hook", &Policy::default()).await.is_err());
-        assert!(check("https://8.8.8.8/hook", &Policy::default()).await.is_ok());
+        assert!(
+            check("http://127.0.0.1:9/hook", &Policy::default())
+                .await
+                .is_err()
+        );
+        assert!(
+            check("https://8.8.8.8/hook", &Policy::default())
+                .await
+                .is_ok()
+        );
     }
 
     #[test]
