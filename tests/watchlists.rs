@@ -864,6 +864,15 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    // A write takes the key from the header only: in the query it does not count.
+    let r = http
+        .post(format!("{abase}/admin/watchlists?admin_key=ops"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "a key in the URL does not authenticate a write");
+    assert!(watchlist::list(&store).await.unwrap().is_empty(), "nothing created");
     let r = http
         .post(format!("{abase}/admin/watchlists"))
         .header("X-Admin-Key", "ops")
@@ -872,6 +881,24 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
+    for m in [reqwest::Method::PATCH, reqwest::Method::DELETE] {
+        let r = http
+            .request(m.clone(), format!("{abase}/admin/watchlists/leasing?admin_key=ops"))
+            .json(&serde_json::json!({"cursor": 5}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{m} with the key in the URL");
+    }
+    let l = watchlist::get(&store, "leasing").await.unwrap();
+    assert_ne!(l.cursor, 5, "not changed");
+    // A read (a browser's) may still carry it in the query.
+    let r = http
+        .get(format!("{abase}/admin/watchlists/leasing?admin_key=ops"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     let bad = serde_json::json!({"name": "x", "csv": "ico\n25596641\n123\n"});
     let r = http
         .post(format!("{abase}/admin/watchlists"))
