@@ -871,8 +871,15 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 401, "a key in the URL does not authenticate a write");
-    assert!(watchlist::list(&store).await.unwrap().is_empty(), "nothing created");
+    assert_eq!(
+        r.status(),
+        401,
+        "a key in the URL does not authenticate a write"
+    );
+    assert!(
+        watchlist::list(&store).await.unwrap().is_empty(),
+        "nothing created"
+    );
     let r = http
         .post(format!("{abase}/admin/watchlists"))
         .header("X-Admin-Key", "ops")
@@ -883,7 +890,10 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
     assert_eq!(r.status(), 201);
     for m in [reqwest::Method::PATCH, reqwest::Method::DELETE] {
         let r = http
-            .request(m.clone(), format!("{abase}/admin/watchlists/leasing?admin_key=ops"))
+            .request(
+                m.clone(),
+                format!("{abase}/admin/watchlists/leasing?admin_key=ops"),
+            )
             .json(&serde_json::json!({"cursor": 5}))
             .send()
             .await

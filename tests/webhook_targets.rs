@@ -512,7 +512,7 @@ async fn environment_proxies_are_ignored_postgres() {
 /// hosts the check refuses are still refused before the proxy is asked.
 async fn explicit_proxy(b: Backend) {
     let proxy = Listener::start("127.0.0.1:0").await;
-    let (sim, app, _g, _db) = fixture(b).await;
+    let (sim, app, _g, db) = fixture(b).await;
     let store = &app.store;
     let targets = Policy {
         proxy: Some(format!("http://127.0.0.1:{}", proxy.port())),
@@ -536,6 +536,20 @@ async fn explicit_proxy(b: Backend) {
     stop.send(true).unwrap();
     notifier.await.unwrap();
     assert!(l.last_error.unwrap().contains("allow_private_targets"));
+    // A proxy the client cannot use stops start-up, naming the key.
+    for bad in ["socks5://127.0.0.1:1080", "proxy:3128"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_isir"))
+            .args(["watch", "list"])
+            .env("ISIR_DATABASE__URL", &db.url)
+            .env("ISIR_WATCH__PROXY", bad)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("watch.proxy"),
+            "{bad}"
+        );
+    }
     let lines = proxy.lines();
     assert!(
         !lines.is_empty()
