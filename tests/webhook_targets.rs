@@ -392,6 +392,27 @@ async fn refused_everywhere(b: Backend) {
     stop.send(true).unwrap();
     notifier.await.unwrap();
     assert!(listener.conns.load(Ordering::SeqCst) >= 1);
+    // Allowed, a URL is stored as the client reads it: the host it connects to.
+    let (l, _) = watchlist::create(
+        store,
+        NewList {
+            name: "shown".into(),
+            roles: Roles::Debtor,
+            webhook_url: Some(format!("http://%31%32%37.0x0.0.1:{}\\x", listener.port())),
+            secret: None,
+            entries,
+        },
+        &Policy {
+            allow_private: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        l.webhook_url,
+        Some(format!("http://127.0.0.1:{}/x", listener.port()))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

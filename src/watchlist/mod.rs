@@ -217,19 +217,24 @@ pub async fn create(
             new.entries.len()
         )));
     }
-    if let Some(u) = &new.webhook_url {
-        let url = target::check(u, policy)
-            .await
-            .map_err(WatchError::Invalid)?;
-        let has_rc = new.entries.iter().any(|e| e.kind == Kind::Rc);
-        policy
-            .check_birth_numbers(&url, has_rc)
-            .map_err(WatchError::Invalid)?;
-    }
+    // Stored as parsed: what `watch list` shows is the host the client connects to.
+    let webhook_url = match &new.webhook_url {
+        Some(u) => {
+            let url = target::check(u, policy)
+                .await
+                .map_err(WatchError::Invalid)?;
+            let has_rc = new.entries.iter().any(|e| e.kind == Kind::Rc);
+            policy
+                .check_birth_numbers(&url, has_rc)
+                .map_err(WatchError::Invalid)?;
+            Some(url.to_string())
+        }
+        None => None,
+    };
     if let Some(s) = &new.secret {
         check_secret(s)?;
     }
-    let secret = match (&new.webhook_url, new.secret) {
+    let secret = match (&webhook_url, new.secret) {
         (Some(_), None) => Some(new_secret()),
         (_, s) => s,
     };
@@ -252,7 +257,7 @@ pub async fn create(
         &[
             new.name.as_str().into(),
             new.roles.as_str().into(),
-            new.webhook_url.clone().into(),
+            webhook_url.clone().into(),
             secret.clone().into(),
             now_ms().into(),
             wm.into(),
@@ -354,17 +359,18 @@ pub struct Change {
 pub async fn change(
     store: &Store,
     name: &str,
-    change: Change,
+    mut change: Change,
     policy: &Policy,
 ) -> Result<(Watchlist, Option<String>), WatchError> {
     let before = get(store, name).await?;
-    if let Some(Some(u)) = &change.webhook_url {
+    if let Some(Some(u)) = &mut change.webhook_url {
         let url = target::check(u, policy)
             .await
             .map_err(WatchError::Invalid)?;
         policy
             .check_birth_numbers(&url, has_birth_numbers(store, name).await?)
             .map_err(WatchError::Invalid)?;
+        *u = url.to_string();
     }
     if let Some(s) = &change.secret {
         check_secret(s)?;

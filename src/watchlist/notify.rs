@@ -1,8 +1,11 @@
 //! The notifier: for every list with a webhook, delivers its feed in batches, each batch
 //! a signed POST retried with capped exponential backoff and jitter (honouring
-//! `Retry-After`) under the same `webhook-id` until a 2xx, and only then moves the list's
-//! cursor. At least once: a crash between the 2xx and the cursor's move resends that
-//! batch; nothing moves the cursor past a batch that was not acknowledged.
+//! `Retry-After`) until a 2xx, and only then moves the list's cursor. Every retry reads
+//! the batch again over the same positions, so what an erasure (§ 425) took out of the
+//! feed meanwhile is never sent; it keeps its `webhook-id` while its content is the
+//! same, and another content is another message with another ID. At least once: a crash
+//! between the 2xx and the cursor's move resends that batch; nothing moves the cursor
+//! past a batch that was not acknowledged.
 //!
 //! Runs in the daemon from the `project` phase up, one task per list, so a slow or dead
 //! receiver delays only its own list. A list is claimed (`claim_holder`, `claim_until`)
