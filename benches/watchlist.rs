@@ -129,7 +129,11 @@ async fn scale(actions: usize, entries: usize, sample: usize, pg: bool) {
             secret: None,
             entries: set,
         },
-        true,
+        &watchlist::Policy {
+            allow_private: true,
+            allow_http_with_birth_numbers: true,
+            proxy: None,
+        },
     )
     .await
     .unwrap();
@@ -329,13 +333,18 @@ async fn live(rate: usize, secs: u64, drain: u64) {
             secret: None,
             entries: set,
         },
-        true,
+        &watchlist::Policy {
+            allow_private: true,
+            allow_http_with_birth_numbers: true,
+            proxy: None,
+        },
     )
     .await
     .unwrap();
     let (stop, sd) = tokio::sync::watch::channel(false);
     let settings = isir::config::WatchSettings {
         allow_private_targets: true,
+        allow_http_with_birth_numbers: true,
         every_ms: 1000,
         ..Default::default()
     };

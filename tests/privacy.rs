@@ -294,7 +294,7 @@ async fn privacy_on_every_path(b: Backend) {
             secret: None,
             entries: watched,
         },
-        true,
+        &Default::default(),
     )
     .await
     .unwrap();

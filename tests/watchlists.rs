@@ -255,6 +255,15 @@ async fn watermark(store: &isir::store::Store) -> i64 {
         .unwrap()
 }
 
+/// The receivers of these tests are on loopback, over plain http.
+fn open_policy() -> watchlist::Policy {
+    watchlist::Policy {
+        allow_private: true,
+        allow_http_with_birth_numbers: true,
+        proxy: None,
+    }
+}
+
 fn opts(holder: &str) -> watchlist::notify::NotifierOptions {
     watchlist::notify::NotifierOptions {
         every: Duration::from_millis(50),
@@ -263,7 +272,7 @@ fn opts(holder: &str) -> watchlist::notify::NotifierOptions {
         retry_min: Duration::from_millis(50),
         retry_max: Duration::from_millis(400),
         failing_after: Duration::ZERO,
-        allow_private: true,
+        targets: open_policy(),
         claim_ttl: Duration::from_secs(30),
         holder: holder.into(),
     }
@@ -291,7 +300,7 @@ async fn feed_and_webhook(b: Backend) {
             secret: Some(secret),
             entries: truth.entries.clone(),
         },
-        true,
+        &open_policy(),
     )
     .await
     .unwrap();
@@ -325,7 +334,7 @@ async fn feed_and_webhook(b: Backend) {
             }]
             .into(),
         },
-        true,
+        &open_policy(),
     )
     .await
     .unwrap();
@@ -342,7 +351,7 @@ async fn feed_and_webhook(b: Backend) {
             secret: None,
             entries: truth.entries.clone(),
         },
-        true,
+        &open_policy(),
     )
     .await
     .unwrap();
@@ -666,7 +675,7 @@ async fn feed_and_webhook(b: Backend) {
             cursor: Some(mid),
             ..Default::default()
         },
-        true,
+        &open_policy(),
     )
     .await
     .unwrap();
@@ -826,7 +835,7 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
         isir::read::AdminOptions {
             separate: true,
             key_sha256: Some(hash("ops")),
-            allow_private_targets: false,
+            targets: Default::default(),
         },
     );
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -855,6 +864,22 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    // A write takes the key from the header only: in the query it does not count.
+    let r = http
+        .post(format!("{abase}/admin/watchlists?admin_key=ops"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.status(),
+        401,
+        "a key in the URL does not authenticate a write"
+    );
+    assert!(
+        watchlist::list(&store).await.unwrap().is_empty(),
+        "nothing created"
+    );
     let r = http
         .post(format!("{abase}/admin/watchlists"))
         .header("X-Admin-Key", "ops")
@@ -863,6 +888,27 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
+    for m in [reqwest::Method::PATCH, reqwest::Method::DELETE] {
+        let r = http
+            .request(
+                m.clone(),
+                format!("{abase}/admin/watchlists/leasing?admin_key=ops"),
+            )
+            .json(&serde_json::json!({"cursor": 5}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{m} with the key in the URL");
+    }
+    let l = watchlist::get(&store, "leasing").await.unwrap();
+    assert_ne!(l.cursor, 5, "not changed");
+    // A read (a browser's) may still carry it in the query.
+    let r = http
+        .get(format!("{abase}/admin/watchlists/leasing?admin_key=ops"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     let bad = serde_json::json!({"name": "x", "csv": "ico\n25596641\n123\n"});
     let r = http
         .post(format!("{abase}/admin/watchlists"))
@@ -953,6 +999,7 @@ async fn kill_9_mid_delivery_resends_the_batch_and_skips_nothing() {
         ("ISIR_PHASE__INITIAL", "project".into()),
         ("ISIR_API__BIND", "127.0.0.1:0".into()),
         ("ISIR_WATCH__ALLOW_PRIVATE_TARGETS", "true".into()),
+        ("ISIR_WATCH__ALLOW_HTTP_WITH_BIRTH_NUMBERS", "true".into()),
         ("ISIR_WATCH__EVERY_MS", "100".into()),
         ("ISIR_WATCH__BATCH", "15".into()),
         ("ISIR_WATCH__RETRY_MIN_MS", "100".into()),

@@ -291,7 +291,7 @@ async fn operator_surfaces_apart_or_behind_a_key() {
         .with_admin(isir::read::AdminOptions {
             separate: true,
             key_sha256: Some(key),
-            allow_private_targets: false,
+            targets: Default::default(),
         });
     let (public, _l1) = start(state.clone(), false);
     let (admin, _l2) = start(state, true);

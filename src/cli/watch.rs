@@ -108,7 +108,7 @@ fn refused(out: Output, e: &WatchError) -> anyhow::Result<Exit> {
 
 pub async fn run(app: &App, cmd: WatchCmd) -> anyhow::Result<Exit> {
     let store = &app.store;
-    let allow = app.settings.watch.allow_private_targets;
+    let policy = watchlist::Policy::from_settings(&app.settings.watch);
     match cmd {
         WatchCmd::Add {
             name,
@@ -141,7 +141,7 @@ pub async fn run(app: &App, cmd: WatchCmd) -> anyhow::Result<Exit> {
                     secret: secret.clone(),
                     entries,
                 },
-                allow,
+                &policy,
             )
             .await
             {
@@ -266,7 +266,7 @@ pub async fn run(app: &App, cmd: WatchCmd) -> anyhow::Result<Exit> {
                 keep_previous_ms: keep_previous_secs.saturating_mul(1000),
                 cursor: replay_from,
             };
-            match watchlist::change(store, &name, change, allow).await {
+            match watchlist::change(store, &name, change, &policy).await {
                 Ok((list, made)) => {
                     let shown = if new_secret { secret } else { made };
                     out.print(

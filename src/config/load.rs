@@ -84,6 +84,14 @@ impl Settings {
             "must be at least watch.retry_min_ms (and that at least 1)",
         );
         check(
+            self.watch.proxy.as_deref().is_none_or(|p| {
+                reqwest::Url::parse(p)
+                    .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+            }),
+            "watch.proxy",
+            "must be an http:// or https:// URL such as \"http://proxy.internal:3128\"",
+        );
+        check(
             self.watch.claim_ttl_secs > self.watch.timeout_secs,
             "watch.claim_ttl_secs",
             "must be longer than watch.timeout_secs",

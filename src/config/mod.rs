@@ -39,6 +39,18 @@ pub struct WatchSettings {
     /// an outbound request an operator configures, and must not become a way into the
     /// internal network (tests and a receiver on the same host set it).
     pub allow_private_targets: bool,
+    /// A list holding birth numbers may deliver to a plain `http://` webhook. Off: a
+    /// birth number is personal data, and a batch names it beside its case, so it only
+    /// travels encrypted (`watch add`/`set` refuse such a list, and the notifier sends
+    /// it nothing while its webhook is `http`).
+    pub allow_http_with_birth_numbers: bool,
+    /// The operator's egress proxy for every webhook (`http://host:port`; unset: none).
+    /// Webhooks never use the environment's `HTTP_PROXY`, `HTTPS_PROXY` or `ALL_PROXY`:
+    /// a proxy resolves the target's name itself, past isir's address check. With this
+    /// set, isir still refuses address hosts and `localhost` names it would refuse
+    /// otherwise, but it neither resolves nor checks names: keeping webhooks away from
+    /// internal addresses is then the proxy's job (configure it to refuse them).
+    pub proxy: Option<String>,
     /// Milliseconds between the notifier's looks for new events. 5000: a new petition is
     /// delivered within seconds of its projection, at one cheap query per list.
     pub every_ms: u64,
@@ -64,6 +76,8 @@ impl Default for WatchSettings {
     fn default() -> Self {
         Self {
             allow_private_targets: false,
+            allow_http_with_birth_numbers: false,
+            proxy: None,
             every_ms: 5000,
             batch: 100,
             timeout_secs: 10,
@@ -121,7 +135,9 @@ pub struct AdminSettings {
     /// then leave `api.bind`. Unset: they are served on `api.bind`.
     pub bind: Option<String>,
     /// SHA-256 (hex) of the admin key. Set: the status page and `/metrics` answer only
-    /// to `X-Admin-Key: <key>` (or `?admin_key=` for a browser), wherever they are bound.
+    /// to `X-Admin-Key: <key>` (or `?admin_key=` for a browser), wherever they are bound;
+    /// the watchlist routes that change something take it from the header only (a key
+    /// in a URL ends up in logs and browser history).
     pub key_sha256: Option<String>,
 }
 

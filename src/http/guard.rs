@@ -274,8 +274,10 @@ async fn admit(state: &Guard, mut req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-/// The operator surfaces: with `admin.key_sha256` set, only for `X-Admin-Key: <key>`
-/// (or `?admin_key=<key>`, for a browser).
+/// The operator surfaces: with `admin.key_sha256` set, only for `X-Admin-Key: <key>`.
+/// A page a browser reads (`GET`, `HEAD`) also takes `?admin_key=<key>`; a request that
+/// changes something (any other method: the watchlist routes) takes the key from the
+/// header only, so that a write's key is never in a URL (logs, history, `Referer`).
 pub async fn admin(State(state): State<Guard>, req: Request, next: Next) -> Response {
     let flight = InFlight::start(&req);
     let mut resp = admin_check(&state, req, next).await;
@@ -283,21 +285,28 @@ pub async fn admin(State(state): State<Guard>, req: Request, next: Next) -> Resp
     resp
 }
 
+/// The admin key a request presents: the header, or for a read only, the query.
+fn admin_key(req: &Request) -> Option<String> {
+    if let Some(v) = req
+        .headers()
+        .get("x-admin-key")
+        .and_then(|v| v.to_str().ok())
+    {
+        return Some(v.trim().to_string());
+    }
+    if !req.method().is_safe() {
+        return None;
+    }
+    req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("admin_key="))
+            .map(String::from)
+    })
+}
+
 async fn admin_check(state: &Guard, req: Request, next: Next) -> Response {
     if let Some(want) = &state.0.admin_key_sha256 {
-        let given = req
-            .headers()
-            .get("x-admin-key")
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.trim().to_string())
-            .or_else(|| {
-                req.uri().query().and_then(|q| {
-                    q.split('&')
-                        .find_map(|kv| kv.strip_prefix("admin_key="))
-                        .map(String::from)
-                })
-            });
-        let ok = given.is_some_and(|k| {
+        let ok = admin_key(&req).is_some_and(|k| {
             let digest = hex::encode(Sha256::digest(k.as_bytes()));
             constant_time_eq(digest.as_bytes(), want.to_ascii_lowercase().as_bytes())
         });
@@ -305,7 +314,8 @@ async fn admin_check(state: &Guard, req: Request, next: Next) -> Response {
             return Problem::new(
                 StatusCode::UNAUTHORIZED,
                 "admin-key",
-                "the operator pages need the admin key (X-Admin-Key)",
+                "the operator pages need the admin key (X-Admin-Key; a change takes it from \
+                 the header only)",
             )
             .into_response();
         }

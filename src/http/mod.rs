@@ -136,7 +136,7 @@ pub fn state(
     .with_admin(crate::read::AdminOptions {
         separate: settings.admin.bind.is_some(),
         key_sha256: settings.admin.key_sha256.clone(),
-        allow_private_targets: settings.watch.allow_private_targets,
+        targets: crate::watchlist::Policy::from_settings(&settings.watch),
     })
 }
 

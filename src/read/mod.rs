@@ -110,9 +110,8 @@ pub struct AdminOptions {
     pub separate: bool,
     /// SHA-256 (hex) of the admin key they require.
     pub key_sha256: Option<String>,
-    /// Webhooks of watchlists made on the admin listener may target internal addresses
-    /// (`watch.allow_private_targets`).
-    pub allow_private_targets: bool,
+    /// Where webhooks of watchlists made on the admin listener may go (`watch.*`).
+    pub targets: crate::watchlist::Policy,
 }
 
 /// Who is asking, as the HTTP guard established it (put into the request's

@@ -158,7 +158,7 @@ async fn create(
             secret: b.secret,
             entries: es,
         },
-        w.admin.allow_private_targets,
+        &w.admin.targets,
     )
     .await?;
     Ok((
@@ -216,7 +216,7 @@ async fn change(
             keep_previous_ms: b.keep_previous_secs.saturating_mul(1000),
             cursor: b.cursor,
         },
-        w.admin.allow_private_targets,
+        &w.admin.targets,
     )
     .await?;
     let secret = if generated { secret } else { shown };

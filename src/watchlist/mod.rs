@@ -13,6 +13,7 @@ pub mod deliver;
 pub mod entries;
 pub mod feed;
 pub mod notify;
+pub mod target;
 
 use std::collections::BTreeSet;
 
@@ -22,6 +23,7 @@ use serde::Serialize;
 use crate::projection::sql::{Tx, Val};
 use crate::store::{Store, now_ms};
 pub use entries::{BadLine, Entry, Kind};
+pub use target::Policy;
 
 /// Entries a list may hold.
 pub const MAX_ENTRIES: usize = 100_000;
@@ -201,7 +203,7 @@ async fn watermark_now(tx: &mut Tx) -> Result<i64, sqlx::Error> {
 pub async fn create(
     store: &Store,
     new: NewList,
-    allow_private: bool,
+    policy: &Policy,
 ) -> Result<(Watchlist, Option<String>), WatchError> {
     check_name(&new.name)?;
     if new.entries.is_empty() {
@@ -215,15 +217,24 @@ pub async fn create(
             new.entries.len()
         )));
     }
-    if let Some(u) = &new.webhook_url {
-        deliver::check_target(u, allow_private)
-            .await
-            .map_err(WatchError::Invalid)?;
-    }
+    // Stored as parsed: what `watch list` shows is the host the client connects to.
+    let webhook_url = match &new.webhook_url {
+        Some(u) => {
+            let url = target::check(u, policy)
+                .await
+                .map_err(WatchError::Invalid)?;
+            let has_rc = new.entries.iter().any(|e| e.kind == Kind::Rc);
+            policy
+                .check_birth_numbers(&url, has_rc)
+                .map_err(WatchError::Invalid)?;
+            Some(url.to_string())
+        }
+        None => None,
+    };
     if let Some(s) = &new.secret {
         check_secret(s)?;
     }
-    let secret = match (&new.webhook_url, new.secret) {
+    let secret = match (&webhook_url, new.secret) {
         (Some(_), None) => Some(new_secret()),
         (_, s) => s,
     };
@@ -246,7 +257,7 @@ pub async fn create(
         &[
             new.name.as_str().into(),
             new.roles.as_str().into(),
-            new.webhook_url.clone().into(),
+            webhook_url.clone().into(),
             secret.clone().into(),
             now_ms().into(),
             wm.into(),
@@ -348,14 +359,18 @@ pub struct Change {
 pub async fn change(
     store: &Store,
     name: &str,
-    change: Change,
-    allow_private: bool,
+    mut change: Change,
+    policy: &Policy,
 ) -> Result<(Watchlist, Option<String>), WatchError> {
     let before = get(store, name).await?;
-    if let Some(Some(u)) = &change.webhook_url {
-        deliver::check_target(u, allow_private)
+    if let Some(Some(u)) = &mut change.webhook_url {
+        let url = target::check(u, policy)
             .await
             .map_err(WatchError::Invalid)?;
+        policy
+            .check_birth_numbers(&url, has_birth_numbers(store, name).await?)
+            .map_err(WatchError::Invalid)?;
+        *u = url.to_string();
     }
     if let Some(s) = &change.secret {
         check_secret(s)?;
@@ -411,6 +426,19 @@ pub async fn change(
     }
     tx.commit().await?;
     Ok((get(store, name).await?, shown))
+}
+
+/// Whether a list holds birth-number entries (its webhook must then be `https`).
+pub async fn has_birth_numbers(store: &Store, name: &str) -> Result<bool, sqlx::Error> {
+    let mut tx = Tx::single(store).await?;
+    Ok(tx
+        .int(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM watch_entries WHERE list = $1 AND kind = 'rc' LIMIT 1) AS x",
+            &[name.into()],
+        )
+        .await?
+        .unwrap_or(0)
+        > 0)
 }
 
 /// The secrets a list signs with now: the current one, and the previous one while a

@@ -1,8 +1,11 @@
 //! The notifier: for every list with a webhook, delivers its feed in batches, each batch
 //! a signed POST retried with capped exponential backoff and jitter (honouring
-//! `Retry-After`) under the same `webhook-id` until a 2xx, and only then moves the list's
-//! cursor. At least once: a crash between the 2xx and the cursor's move resends that
-//! batch; nothing moves the cursor past a batch that was not acknowledged.
+//! `Retry-After`) until a 2xx, and only then moves the list's cursor. Every retry reads
+//! the batch again over the same positions, so what an erasure (§ 425) took out of the
+//! feed meanwhile is never sent; it keeps its `webhook-id` while its content is the
+//! same, and another content is another message with another ID. At least once: a crash
+//! between the 2xx and the cursor's move resends that batch; nothing moves the cursor
+//! past a batch that was not acknowledged.
 //!
 //! Runs in the daemon from the `project` phase up, one task per list, so a slow or dead
 //! receiver delays only its own list. A list is claimed (`claim_holder`, `claim_until`)
@@ -14,12 +17,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use rand::Rng;
-use serde_json::json;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::{Roles, deliver, feed};
+use super::{Policy, Roles, deliver, feed};
 use crate::projection::sql::Tx;
 use crate::projector::projects;
 use crate::store::{Store, now_ms};
@@ -38,7 +41,8 @@ pub struct NotifierOptions {
     pub retry_max: Duration,
     /// A list whose pending batch has failed this long is marked failing.
     pub failing_after: Duration,
-    pub allow_private: bool,
+    /// Where webhooks may go (`watch.allow_private_targets`, `watch.proxy`, ...).
+    pub targets: Policy,
     /// How long a claim on a list lasts without renewal (a crashed notifier's lists are
     /// free again after it).
     pub claim_ttl: Duration,
@@ -55,7 +59,7 @@ impl NotifierOptions {
             retry_min: Duration::from_millis(w.retry_min_ms),
             retry_max: Duration::from_secs(w.retry_max_secs),
             failing_after: Duration::from_secs(w.failing_after_secs),
-            allow_private: w.allow_private_targets,
+            targets: Policy::from_settings(w),
             claim_ttl: Duration::from_secs(w.claim_ttl_secs),
             holder: holder.to_string(),
         }
@@ -97,6 +101,13 @@ async fn due(store: &Store, name: &str) -> Result<Option<Due>, sqlx::Error> {
 /// webhook that has none running. Waits for its tasks before it returns.
 pub async fn run(store: Store, opts: NotifierOptions, mut shutdown: watch::Receiver<bool>) {
     crate::telemetry::init();
+    let sender = match deliver::Sender::new(&opts.targets, opts.timeout) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "the notifier cannot start: no webhook is delivered");
+            return;
+        }
+    };
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut running: HashMap<tokio::task::Id, String> = HashMap::new();
     loop {
@@ -116,6 +127,7 @@ pub async fn run(store: Store, opts: NotifierOptions, mut shutdown: watch::Recei
                         }
                         let h = tasks.spawn(deliver_list(
                             store.clone(),
+                            sender.clone(),
                             n.clone(),
                             opts.clone(),
                             shutdown.clone(),
@@ -174,15 +186,83 @@ async fn unclaim(store: &Store, name: &str, holder: &str) {
 }
 
 /// The message ID of a batch: the same for every retry of it (and for a resend after a
-/// restart, as long as the batch is the same), different for every other batch.
-pub fn message_id(list: &str, created_at: i64, from: i64, to: i64) -> String {
-    let d = Sha256::digest(format!("{list}\n{created_at}\n{from}\n{to}").as_bytes());
-    format!("msg_{}", &hex::encode(d)[..32])
+/// restart) as long as its content is the same, different for every other batch. A
+/// batch rebuilt with other events (an erasure under § 425 took a debtor's matches out
+/// between two attempts) is another message, with another ID: Standard Webhooks
+/// receivers take one ID for one message and may drop a repeated one unread.
+pub fn message_id(list: &str, created_at: i64, from: i64, to: i64, events: &[Value]) -> String {
+    let mut h = Sha256::new();
+    h.update(format!("{list}\n{created_at}\n{from}\n{to}\n").as_bytes());
+    h.update(serde_json::to_vec(events).expect("JSON"));
+    format!("msg_{}", &hex::encode(h.finalize())[..32])
+}
+
+/// A batch as sent: its message ID, body, last position and event count.
+struct Batch {
+    id: String,
+    body: Vec<u8>,
+    to: i64,
+    n: i64,
+    /// The projection watermark it was read up to.
+    bound: i64,
+}
+
+/// The batch after `d.cursor`, read in one snapshot up to the projection watermark (or
+/// up to `bound`, for the retry of a batch): none when the feed has nothing there.
+async fn build(
+    store: &Store,
+    name: &str,
+    d: &Due,
+    bound: Option<i64>,
+    batch: i64,
+) -> Result<Option<Batch>, sqlx::Error> {
+    let mut tx = Tx::begin_read(store).await?;
+    let (wm, _) = crate::read::watermark::meta(&mut tx)
+        .await
+        .map_err(|p| sqlx::Error::Protocol(p.detail))?;
+    let bound = bound.map_or(wm.action_id, |b| b.min(wm.action_id));
+    let page = feed::page(
+        &mut tx,
+        name,
+        d.roles,
+        d.created_watermark,
+        d.cursor,
+        bound,
+        batch,
+        true,
+    )
+    .await?;
+    tx.commit().await?;
+    let Some(to) = page.last else {
+        return Ok(None);
+    };
+    let id = message_id(name, d.created_at, d.cursor, to, &page.events);
+    let n = page.events.len() as i64;
+    let body = serde_json::to_vec(&json!({
+        "type": "watchlist.events",
+        "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        "data": {
+            "list": name,
+            "after": d.cursor,
+            "through": to,
+            "watermark": bound,
+            "events": page.events,
+        }
+    }))
+    .expect("JSON");
+    Ok(Some(Batch {
+        id,
+        body,
+        to,
+        n,
+        bound,
+    }))
 }
 
 /// Delivers `name`'s feed until it is caught up, the list changes hands or shutdown.
 async fn deliver_list(
     store: Store,
+    sender: deliver::Sender,
     name: String,
     opts: NotifierOptions,
     shutdown: watch::Receiver<bool>,
@@ -195,7 +275,7 @@ async fn deliver_list(
             return;
         }
     }
-    if let Err(e) = deliver_claimed(&store, &name, &opts, &shutdown).await {
+    if let Err(e) = deliver_claimed(&store, &sender, &name, &opts, &shutdown).await {
         tracing::warn!(list = %name, error = %e, "watchlist delivery stopped; retried next round");
     }
     unclaim(&store, &name, &opts.holder).await;
@@ -203,6 +283,7 @@ async fn deliver_list(
 
 async fn deliver_claimed(
     store: &Store,
+    sender: &deliver::Sender,
     name: &str,
     opts: &NotifierOptions,
     shutdown: &watch::Receiver<bool>,
@@ -214,40 +295,10 @@ async fn deliver_claimed(
         let Some(d) = due(store, name).await? else {
             return Ok(());
         };
-        // The batch, read in one snapshot up to the projection watermark.
-        let mut tx = Tx::begin_read(store).await?;
-        let (wm, _) = crate::read::watermark::meta(&mut tx)
-            .await
-            .map_err(|p| sqlx::Error::Protocol(p.detail))?;
-        let page = feed::page(
-            &mut tx,
-            name,
-            d.roles,
-            d.created_watermark,
-            d.cursor,
-            wm.action_id,
-            opts.batch,
-            true,
-        )
-        .await?;
-        tx.commit().await?;
-        let Some(to) = page.last else {
+        let has_rc = super::has_birth_numbers(store, name).await?;
+        let Some(mut batch) = build(store, name, &d, None, opts.batch).await? else {
             return Ok(());
         };
-        let id = message_id(name, d.created_at, d.cursor, to);
-        let n = page.events.len() as i64;
-        let body = serde_json::to_vec(&json!({
-            "type": "watchlist.events",
-            "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            "data": {
-                "list": name,
-                "after": d.cursor,
-                "through": to,
-                "watermark": wm.action_id,
-                "events": page.events,
-            }
-        }))
-        .expect("JSON");
         let mut failures: u32 = 0;
         loop {
             let secrets = super::secrets(store, name)
@@ -256,13 +307,13 @@ async fn deliver_claimed(
             // A shutdown abandons the attempt: the batch is not acknowledged, so it is
             // sent again by the next notifier.
             let mut sd = shutdown.clone();
-            let attempt = deliver::attempt(
+            let attempt = sender.attempt(
                 &d.webhook,
+                has_rc,
                 &secrets,
-                &id,
-                &body,
+                &batch.id,
+                &batch.body,
                 opts.timeout,
-                opts.allow_private,
             );
             let outcome = tokio::select! {
                 o = attempt => o,
@@ -272,8 +323,9 @@ async fn deliver_claimed(
                 deliver::Attempt::Delivered => {
                     metrics::counter!("isir_watch_deliveries_total", "outcome" => "delivered")
                         .increment(1);
-                    metrics::counter!("isir_watch_events_delivered_total").increment(n as u64);
-                    if !advance(store, name, opts, d.cursor, to, n).await? {
+                    metrics::counter!("isir_watch_events_delivered_total")
+                        .increment(batch.n as u64);
+                    if !advance(store, name, opts, d.cursor, batch.to, batch.n).await? {
                         // Replayed or removed meanwhile: start over from the stored cursor.
                         tracing::info!(list = %name, "the watchlist changed during a delivery");
                     }
@@ -298,6 +350,14 @@ async fn deliver_claimed(
                     // A change of the list (replay, new webhook) makes a new batch.
                     if due(store, name).await?.as_ref() != Some(&d) {
                         continue 'batch;
+                    }
+                    // Every retry is read again over the same range: what an erasure
+                    // (§ 425) took out of the feed meanwhile is not sent. The same
+                    // content keeps its ID and body; other content is a new message.
+                    match build(store, name, &d, Some(batch.bound), opts.batch).await? {
+                        None => continue 'batch,
+                        Some(b) if b.id != batch.id => batch = b,
+                        Some(_) => {}
                     }
                 }
             }
@@ -396,7 +456,10 @@ mod tests {
             retry_min: Duration::from_secs(1),
             retry_max: Duration::from_secs(60),
             failing_after: Duration::from_secs(3600),
-            allow_private: true,
+            targets: Policy {
+                allow_private: true,
+                ..Default::default()
+            },
             claim_ttl: Duration::from_secs(30),
             holder: "t".into(),
         }
@@ -430,9 +493,16 @@ mod tests {
 
     #[test]
     fn message_ids_are_stable_per_batch() {
-        assert_eq!(message_id("a", 1, 5, 9), message_id("a", 1, 5, 9));
-        assert_ne!(message_id("a", 1, 5, 9), message_id("a", 1, 5, 10));
-        assert_ne!(message_id("a", 1, 5, 9), message_id("a", 2, 5, 9));
-        assert!(message_id("a", 1, 5, 9).starts_with("msg_"));
+        let e = [json!({"action_id": 7}), json!({"action_id": 9})];
+        let id = |l, c, f, t, ev: &[Value]| message_id(l, c, f, t, ev);
+        assert_eq!(id("a", 1, 5, 9, &e), id("a", 1, 5, 9, &e));
+        assert_ne!(id("a", 1, 5, 9, &e), id("a", 1, 5, 10, &e));
+        assert_ne!(id("a", 1, 5, 9, &e), id("a", 2, 5, 9, &e));
+        assert_ne!(
+            id("a", 1, 5, 9, &e),
+            id("a", 1, 5, 9, &e[1..]),
+            "other content"
+        );
+        assert!(id("a", 1, 5, 9, &e).starts_with("msg_"));
     }
 }
