@@ -1108,7 +1108,31 @@ async fn kill_9_mid_delivery_resends_the_batch_and_skips_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    // While the third request is outstanding the cursor is at the last event of the
+    // batches the receiver acknowledged, not past the one in flight.
+    let acked = |rx: &Receiver| -> (usize, i64) {
+        let got = rx.got.lock().unwrap();
+        let last = got
+            .iter()
+            .filter(|g| g.status == 200)
+            .flat_map(|g| ids(g.body["data"]["events"].as_array().unwrap()))
+            .map(|(p, _)| p)
+            .max()
+            .unwrap_or(created);
+        (got.len(), last)
+    };
+    let (answered, last_acked) = acked(&rx);
     let cursor_at_kill = watchlist::get(&store, "bank").await.unwrap().cursor;
+    assert_eq!(
+        acked(&rx),
+        (answered, last_acked),
+        "the third request was still outstanding while the cursor was read"
+    );
+    assert_eq!(answered, 2, "two batches answered before the third");
+    assert_eq!(
+        cursor_at_kill, last_acked,
+        "the cursor moved with the acknowledged batches only"
+    );
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let in_flight = rx.arrivals.lock().unwrap()[2].clone();
