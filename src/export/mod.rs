@@ -183,7 +183,7 @@ async fn write_all(
     let wm = watermark(&mut tx).await?;
     let key = tx
         .texts(
-            "SELECT value FROM settings WHERE key = $1",
+            "SELECT value FROM secrets WHERE key = $1",
             &[privacy::KEY_SETTING.into()],
         )
         .await?
@@ -253,7 +253,7 @@ async fn write_all(
     drop(bar);
     let m = Manifest {
         format: FORMAT.into(),
-        program: "isir".into(),
+        program: manifest::PROGRAM.into(),
         version: env!("CARGO_PKG_VERSION").into(),
         written_at: chrono::Utc::now().to_rfc3339(),
         watermark: wm,
