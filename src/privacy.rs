@@ -139,7 +139,10 @@ impl Privacy {
             .map_err(|e| {
                 if denied(&e) {
                     anyhow::anyhow!(
-                        "this database role may not read the privacy key (a reader role, as                          `isir db grant-reader` makes): give the process the key in                          database.privacy_key_file (`isir privacy export-key --out FILE`, as                          the writer)"
+                        "this database role may not read the privacy key (a reader role, as \
+                         `isir db grant-reader` makes): give the process the key in \
+                         database.privacy_key_file (`isir privacy export-key --out FILE`, as \
+                         the writer)"
                     )
                 } else {
                     e.into()

@@ -829,7 +829,9 @@ async fn a_spaced_erasure_code_erases_on_every_path(b: Backend) {
     for p in projection::NAMES {
         projection::catch_up(&app.store, p, 3000).await.unwrap();
     }
-    let mut tx = isir::projection::sql::Tx::begin_read(&app.store).await.unwrap();
+    let mut tx = isir::projection::sql::Tx::begin_read(&app.store)
+        .await
+        .unwrap();
     let projected: BTreeSet<String> = tx
         .texts("SELECT case_number FROM erasures", &[])
         .await

@@ -165,7 +165,12 @@ fn new_sqlite_replicas_are_private_under_umask_022() {
         &control,
     ));
     run(&mut under_umask(
-        &["snapshot", "restore", snap.to_str().unwrap(), "--no-project"],
+        &[
+            "snapshot",
+            "restore",
+            snap.to_str().unwrap(),
+            "--no-project",
+        ],
         &[("ISIR_DATABASE__URL", &url("restored.db"))],
         &control,
     ));
@@ -381,11 +386,18 @@ async fn a_reader_role_serves_without_the_secrets() {
     assert!(denied(&mut r, "SELECT secret FROM watchlists").await);
     assert!(denied(&mut r, "SELECT previous_secret FROM watchlists").await);
     assert!(denied(&mut r, "SELECT * FROM watchlists").await);
-    assert!(denied(&mut r, "INSERT INTO settings (key, value) VALUES ('x', 'y')").await);
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM watchlists WHERE webhook_url IS NOT NULL")
-        .fetch_one(&mut r)
+    assert!(
+        denied(
+            &mut r,
+            "INSERT INTO settings (key, value) VALUES ('x', 'y')"
+        )
         .await
-        .unwrap();
+    );
+    let n: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM watchlists WHERE webhook_url IS NOT NULL")
+            .fetch_one(&mut r)
+            .await
+            .unwrap();
     assert_eq!(n, 1);
     let cases: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM cases")
         .fetch_one(&mut r)
@@ -403,7 +415,10 @@ async fn a_reader_role_serves_without_the_secrets() {
 
     // With it, it answers as the writer's role does: the same person references and
     // cursors' pages, the same search.
-    let key_env = [("ISIR_DATABASE__PRIVACY_KEY_FILE", key_file.to_str().unwrap())];
+    let key_env = [(
+        "ISIR_DATABASE__PRIVACY_KEY_FILE",
+        key_file.to_str().unwrap(),
+    )];
     let (rchild, rbase) = serve(&reader, &key_env, &dir.path().join("reader.log")).await;
     let (ochild, obase) = serve(&owner, &[], &dir.path().join("owner.log")).await;
     assert!(
@@ -442,7 +457,10 @@ async fn a_reader_role_serves_without_the_secrets() {
             v.as_object_mut().unwrap().remove("next");
             v
         };
-        assert!(unlinked(&rt) == unlinked(&ot), "{path}: the reader's answer differs");
+        assert!(
+            unlinked(&rt) == unlinked(&ot),
+            "{path}: the reader's answer differs"
+        );
         if path.starts_with("/v1/cases/") || path.starts_with("/v1/search") {
             assert!(rt.contains(&d.case_number), "{path}: {rt}");
         }
@@ -562,7 +580,11 @@ async fn verify_output_holds_no_personal_data(b: Backend) {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     );
-    assert_eq!(o.status.code(), Some(9), "verify found no difference: {out}");
+    assert_eq!(
+        o.status.code(),
+        Some(9),
+        "verify found no difference: {out}"
+    );
     let privacy = isir::privacy::Privacy::load(&app.store).await.unwrap();
     let line = out
         .lines()
@@ -572,7 +594,10 @@ async fn verify_output_holds_no_personal_data(b: Backend) {
         line.contains(&privacy.person_ref(&d.person.id)),
         "no person reference: {line}"
     );
-    assert!(line.contains("birth_number") && line.contains("street"), "{line}");
+    assert!(
+        line.contains("birth_number") && line.contains("street"),
+        "{line}"
+    );
     let mut personal = vec![
         rc.clone(),
         rc.replace('/', ""),
@@ -585,7 +610,10 @@ async fn verify_output_holds_no_personal_data(b: Backend) {
     personal.extend(d.person.first_name.clone());
     personal.extend(d.person.birth_date.clone().map(|b| b[..10].to_string()));
     for p in personal.iter().filter(|p| p.len() > 2) {
-        assert!(!out.contains(p.as_str()), "{p:?} in the output of verify: {out}");
+        assert!(
+            !out.contains(p.as_str()),
+            "{p:?} in the output of verify: {out}"
+        );
     }
     // `--json` carries the same text.
     let j = Command::new(env!("CARGO_BIN_EXE_isir"))
@@ -647,7 +675,11 @@ async fn purge_touches_only_its_own(b: Backend) {
     // Another tool's directory with a manifest of its own, named as an export.
     let foreign = dir.join("2000-01-01T000001");
     std::fs::create_dir_all(&foreign).unwrap();
-    std::fs::write(foreign.join("manifest.json"), r#"{"tool": "other", "files": []}"#).unwrap();
+    std::fs::write(
+        foreign.join("manifest.json"),
+        r#"{"tool": "other", "files": []}"#,
+    )
+    .unwrap();
     std::fs::write(foreign.join("data.csv"), "a,b\n1,2\n").unwrap();
     // A real export of ours elsewhere, old (watermark before every erasure), and a link
     // to it from export.dir.
@@ -686,7 +718,14 @@ async fn purge_touches_only_its_own(b: Backend) {
     let after: Vec<_> = decoys.iter().map(|d| tree(d)).collect();
     for ((d, b), a) in decoys.iter().zip(&before).zip(&after) {
         assert!(!b.is_empty());
-        assert_eq!(b, a, "{} was changed", d.display());
+        let names = |t: &[(String, Vec<u8>)]| t.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+        assert!(
+            b == a,
+            "{} was changed: {:?} -> {:?}",
+            d.display(),
+            names(b),
+            names(a)
+        );
     }
     assert!(
         std::fs::symlink_metadata(dir.join("2000-01-01T000002"))
@@ -704,7 +743,11 @@ async fn purge_touches_only_its_own(b: Backend) {
         .map(|e| e.file_name().to_string_lossy().to_string())
         .filter(|n| n.starts_with("20") && !n.starts_with("2000-"))
         .collect();
-    assert_eq!(entries.len(), 2, "old exports beyond export.keep stay: {entries:?}");
+    assert_eq!(
+        entries.len(),
+        2,
+        "old exports beyond export.keep stay: {entries:?}"
+    );
 }
 
 #[tokio::test]

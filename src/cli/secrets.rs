@@ -77,12 +77,15 @@ pub async fn db(app: &App, cmd: DbCmd) -> anyhow::Result<Exit> {
                 );
             };
             let done = crate::store::roles::grant_reader(pool, &role).await?;
-            out.print(&serde_json::json!({"role": role, "statements": done}), || {
-                format!(
-                    "{role} may read the replica but not its secrets:\n{}",
-                    done.join(";\n")
-                )
-            })?;
+            out.print(
+                &serde_json::json!({"role": role, "statements": done}),
+                || {
+                    format!(
+                        "{role} may read the replica but not its secrets:\n{}",
+                        done.join(";\n")
+                    )
+                },
+            )?;
             Ok(Exit::Ok)
         }
     }

@@ -308,10 +308,21 @@ mod tests {
         for secret in ["Novák", "8551011234", "8501011234", "Dlouhá"] {
             assert!(!d.contains(secret), "{secret} in {d}");
         }
-        assert!(d.contains("state: projection \"KONKURS\" != recomputed \"ODDLUŽENÍ\""), "{d}");
-        assert!(d.contains("debtors[0].name: projection ***(8 chars) != recomputed ***(5 chars)"), "{d}");
-        assert!(d.contains("debtors[0].birth_number:") && d.contains("debtors[0].addresses[0].street:"));
-        assert!(d.contains("ended: projection absent != recomputed null"), "{d}");
+        assert!(
+            d.contains("state: projection \"KONKURS\" != recomputed \"ODDLUŽENÍ\""),
+            "{d}"
+        );
+        assert!(
+            d.contains("debtors[0].name: projection ***(8 chars) != recomputed ***(5 chars)"),
+            "{d}"
+        );
+        assert!(
+            d.contains("debtors[0].birth_number:") && d.contains("debtors[0].addresses[0].street:")
+        );
+        assert!(
+            d.contains("ended: projection absent != recomputed null"),
+            "{d}"
+        );
         assert!(!d.contains("documents"), "{d}");
     }
 }

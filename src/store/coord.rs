@@ -286,8 +286,9 @@ impl Store {
     }
 
     async fn init_in(&self, table: &str, key: &str, value: &str) -> Result<String, StoreError> {
-        let sql =
-            format!("INSERT INTO {table} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING");
+        let sql = format!(
+            "INSERT INTO {table} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
+        );
         both!(self, |p| sqlx::query(&sql)
             .bind(key)
             .bind(value)

@@ -27,10 +27,11 @@ fn ident(name: &str) -> String {
 /// the role that owns the tables (the writer's, which `isir run` and `migrate` use).
 /// Idempotent: run it again after an upgrade. Gives the statements it ran.
 pub async fn grant_reader(pool: &PgPool, role: &str) -> anyhow::Result<Vec<String>> {
-    let exists: Option<i64> = sqlx::query_scalar("SELECT 1::BIGINT FROM pg_roles WHERE rolname = $1")
-        .bind(role)
-        .fetch_optional(pool)
-        .await?;
+    let exists: Option<i64> =
+        sqlx::query_scalar("SELECT 1::BIGINT FROM pg_roles WHERE rolname = $1")
+            .bind(role)
+            .fetch_optional(pool)
+            .await?;
     if exists.is_none() {
         anyhow::bail!(
             "no role {role:?}: create it first (CREATE ROLE {} LOGIN PASSWORD '…')",
