@@ -54,7 +54,7 @@ const NAME_FORMATS: &[&str] = &["%Y-%m-%dT%H%M%S", "%Y-%m-%dT%H%M"];
 /// The nightly exports under `dir`, oldest first: only what the nightly run recognises
 /// as its own, which is all it ever rewrites or deletes. An entry is one when it is a
 /// directory itself (not a symbolic link to one, which is never followed), is named as
-/// [`NAME_FORMATS`] name them, and holds a `manifest.json` that is a regular file and
+/// `NAME_FORMATS` name them, and holds a `manifest.json` that is a regular file and
 /// parses as this program's export manifest ([`super::manifest::FORMAT`]). Anything else
 /// kept there (a snapshot, another tool's directory, a link) is left alone; one named as
 /// an export whose manifest is not one is named in a warning.

@@ -237,7 +237,7 @@ const PLAIN_FIELDS: &[&str] = &[
 ];
 
 /// Where two documents differ: one `path: projection A != recomputed B` per differing
-/// leaf, `absent` for a side without it. Values are masked ([`masked`]); object keys
+/// leaf, `absent` for a side without it. Values are masked (`masked`); object keys
 /// are field names of our own documents, not data.
 pub fn differing_fields(got: &Value, want: &Value) -> Vec<String> {
     let mut out = Vec::new();
