@@ -426,7 +426,12 @@ pub fn redact_note(note: &str) -> Option<String> {
 /// Whether a store error is the database refusing this role a table (PostgreSQL's
 /// `insufficient_privilege`, 42501).
 pub fn denied(e: &crate::store::StoreError) -> bool {
-    matches!(e, crate::store::StoreError::Db(sqlx::Error::Database(d)) if d.code().as_deref() == Some("42501"))
+    matches!(e, crate::store::StoreError::Db(e) if denied_sql(e))
+}
+
+/// [`denied`] for a statement's own error.
+pub fn denied_sql(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42501"))
 }
 
 /// Creates a file readable and writable by its owner only (mode 0600), truncating.

@@ -474,6 +474,18 @@ async fn a_reader_role_serves_without_the_secrets() {
     stop(rchild);
     stop(ochild);
 
+    // An export as the reader is refused with the reason (exports run as the writer).
+    let o = Command::new(env!("CARGO_BIN_EXE_isir"))
+        .args(["export", "--out"])
+        .arg(dir.path().join("export"))
+        .env("ISIR_DATABASE__URL", &reader)
+        .env("ISIR_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("run exports as the writer's role"), "{err}");
+
     // A key file of another replica is refused where the database's key is readable.
     let other = dir.path().join("other.key");
     std::fs::write(&other, "11".repeat(32)).unwrap();

@@ -186,7 +186,18 @@ async fn write_all(
             "SELECT value FROM secrets WHERE key = $1",
             &[privacy::KEY_SETTING.into()],
         )
-        .await?
+        .await
+        .map_err(|e| {
+            if privacy::denied_sql(&e) {
+                ExportError::Invalid(
+                    "this database role may not read the privacy key (a reader role): run \
+                     exports as the writer's role (docs/PRIVACY.md)"
+                        .into(),
+                )
+            } else {
+                e.into()
+            }
+        })?
         .pop()
         .ok_or_else(|| {
             ExportError::Invalid("the database has no privacy key: run `isir migrate`".into())
