@@ -55,8 +55,14 @@ pub async fn run(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Resu
         redis = app.redis.is_some(), holder = app.lease.holder(), "daemon started");
     // The daemon's HTTP server runs whatever the phase; `/v1` answers from `serve` up.
     let api = {
+        let privacy = crate::privacy::Privacy::resolve(
+            app.settings.database.privacy_key_file.as_deref(),
+            &app.store,
+        )
+        .await?;
         let listeners = crate::http::bind(&app.settings).await?;
-        let state = crate::http::state(&app.settings, app.store.clone(), app.status_source());
+        let state = crate::http::state(&app.settings, app.store.clone(), app.status_source())
+            .with_privacy(privacy);
         let sd = shutdown.clone();
         tokio::spawn(async move {
             if let Err(e) = crate::http::serve(listeners, state, sd).await {
@@ -144,11 +150,13 @@ pub async fn serve(
     store: crate::store::Store,
     shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
-    // Every unscoped answer needs the replica's privacy key (made by `migrate`): a
-    // replica that has none is refused at start, not with a 500 at every request.
-    crate::privacy::Privacy::load(&store)
-        .await
-        .context("the read API masks personal data with the replica's key")?;
+    // Every unscoped answer needs the replica's privacy key (made by `migrate`; in
+    // `database.privacy_key_file` for a reader role): a replica that has none is
+    // refused at start, not with a 500 at every request.
+    let privacy =
+        crate::privacy::Privacy::resolve(settings.database.privacy_key_file.as_deref(), &store)
+            .await
+            .context("the read API masks personal data with the replica's key")?;
     let (lease, budget, _) = App::lease_and_budget(settings, &store)?;
     let status = crate::status::StatusSource {
         settings: settings.clone(),
@@ -159,7 +167,7 @@ pub async fn serve(
     let listeners = crate::http::bind(settings).await?;
     crate::http::serve(
         listeners,
-        crate::http::state(settings, store, status),
+        crate::http::state(settings, store, status).with_privacy(privacy),
         shutdown,
     )
     .await

@@ -32,8 +32,9 @@ use sha2::Sha256;
 
 use crate::source::model::{Detail, Note, Person};
 
-/// The `settings` key of the replica's secret (64 hex digits), made by the first
-/// `migrate` and shared by every process that reads the replica.
+/// The `secrets` key of the replica's secret (64 hex digits), made by the first
+/// `migrate` and shared by every process that reads the replica (from the database, or
+/// from `database.privacy_key_file` when its role may not read `secrets`).
 pub const KEY_SETTING: &str = "privacy_key";
 
 /// What a reader without the `pii` scope sees in place of a personal value.
@@ -48,12 +49,27 @@ pub const REDACTED: &str = "REDACTED";
 /// code so (1045 is only the request to strike, which the court may refuse).
 pub const ERASURE_TYPES: &[&str] = &["636", "637"];
 
-/// Whether an action erases its case's debtors: by its type alone, whatever its note
-/// (which is optional, may be of an unknown schema or fail to parse), or by a parsed
-/// `datumVyskrtnuti`.
+/// Whether an action erases its case's debtors: by its type alone (surrounding
+/// whitespace ignored), whatever its note (which is optional, may be of an unknown schema
+/// or fail to parse), or by a parsed `datumVyskrtnuti`. The one decision: every path
+/// (projections, snapshots) calls it; SQL only narrows the rows it is asked about
+/// ([`erasure_candidates_sql`]).
 pub fn is_erasure(type_code: &str, note: &Note) -> bool {
     ERASURE_TYPES.contains(&type_code.trim())
         || matches!(note, Note::Parsed(d) if d.struck_out.is_some())
+}
+
+/// A SQL condition over the columns `type_code` and `note` that holds for every action
+/// [`is_erasure`] may call an erasure, and for few others: a type code that contains an
+/// erasure type (however spaced), or a note naming `datumVyskrtnuti` (an element name,
+/// never escaped in XML). A superset to read, never the decision: the rows it gives go
+/// through [`is_erasure`].
+pub fn erasure_candidates_sql() -> String {
+    let types: Vec<String> = ERASURE_TYPES
+        .iter()
+        .map(|t| format!("type_code LIKE '%{t}%'"))
+        .collect();
+    format!("({} OR note LIKE '%datumVyskrtnuti%')", types.join(" OR "))
 }
 
 /// The fields of a person document whose value is personal whatever the person.
@@ -115,12 +131,61 @@ impl Privacy {
         Ok(Privacy { key })
     }
 
-    /// The replica's key from its `settings` (made by `migrate`).
+    /// The replica's key from its table `secrets` (made by `migrate`).
     pub async fn load(store: &crate::store::Store) -> anyhow::Result<Privacy> {
-        let h = store.setting(KEY_SETTING).await?.ok_or_else(|| {
-            anyhow::anyhow!("the database has no privacy key yet: run `isir migrate` once")
-        })?;
+        let h = store
+            .secret(KEY_SETTING)
+            .await
+            .map_err(|e| {
+                if denied(&e) {
+                    anyhow::anyhow!(
+                        "this database role may not read the privacy key (a reader role, as \
+                         `isir db grant-reader` makes): give the process the key in \
+                         database.privacy_key_file (`isir privacy export-key --out FILE`, as \
+                         the writer)"
+                    )
+                } else {
+                    e.into()
+                }
+            })?
+            .ok_or_else(|| {
+                anyhow::anyhow!("the database has no privacy key yet: run `isir migrate` once")
+            })?;
         Privacy::from_hex(&h).map_err(anyhow::Error::msg)
+    }
+
+    /// The key a process uses: from `key_file` when one is given (a reader role's
+    /// process), else from the database. A file's key must equal the database's when
+    /// this role can read that one.
+    pub async fn resolve(
+        key_file: Option<&Path>,
+        store: &crate::store::Store,
+    ) -> anyhow::Result<Privacy> {
+        let Some(path) = key_file else {
+            return Privacy::load(store).await;
+        };
+        crate::store::files::warn_if_open_file(path);
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("database.privacy_key_file {}: {e}", path.display()))?;
+        let key = Privacy::from_hex(&text)
+            .map_err(|e| anyhow::anyhow!("database.privacy_key_file {}: {e}", path.display()))?;
+        match store.secret(KEY_SETTING).await {
+            Ok(Some(h)) if Privacy::from_hex(&h).map(|k| k.key) != Ok(key.key) => {
+                anyhow::bail!(
+                    "database.privacy_key_file {} is not this replica's privacy key",
+                    path.display()
+                )
+            }
+            Ok(_) => Ok(key),
+            Err(e) if denied(&e) => Ok(key),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The key as the hex text `settings`, `secrets` and a key file hold (for `isir
+    /// privacy export-key` only: whoever holds it reverses every person reference).
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.key)
     }
 
     fn mac(&self, domain: &[u8], data: &[u8]) -> [u8; 32] {
@@ -356,6 +421,17 @@ pub fn redact_note(note: &str) -> Option<String> {
     };
     let out = crate::source::write::note_xml(&d);
     (out != note).then_some(out)
+}
+
+/// Whether a store error is the database refusing this role a table (PostgreSQL's
+/// `insufficient_privilege`, 42501).
+pub fn denied(e: &crate::store::StoreError) -> bool {
+    matches!(e, crate::store::StoreError::Db(e) if denied_sql(e))
+}
+
+/// [`denied`] for a statement's own error.
+pub fn denied_sql(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42501"))
 }
 
 /// Creates a file readable and writable by its owner only (mode 0600), truncating.

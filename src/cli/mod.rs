@@ -13,6 +13,7 @@ mod lease;
 mod phase;
 mod process;
 mod project;
+mod secrets;
 mod snapshot;
 mod source;
 mod status;
@@ -139,6 +140,16 @@ pub enum Command {
         #[command(subcommand)]
         cmd: watch::WatchCmd,
     },
+    /// The replica's privacy key, for a process whose database role may not read it.
+    Privacy {
+        #[command(subcommand)]
+        cmd: secrets::PrivacyCmd,
+    },
+    /// Database roles: a PostgreSQL reader role without the replica's secrets.
+    Db {
+        #[command(subcommand)]
+        cmd: secrets::DbCmd,
+    },
     /// Print a shell completion script (e.g. `isir completions bash >
     /// /etc/bash_completion.d/isir`).
     Completions {
@@ -226,6 +237,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<Exit> {
                 Command::Project { cmd } => project::run(&app, cmd).await?,
                 Command::Phase { cmd } => phase::run(&app, cmd).await?,
                 Command::Watch { cmd } => watch::run(&app, cmd).await?,
+                Command::Privacy { cmd } => secrets::privacy(&app, cmd).await?,
+                Command::Db { cmd } => secrets::db(&app, cmd).await?,
                 Command::Sim(_)
                 | Command::Demo(_)
                 | Command::Serve

@@ -24,8 +24,9 @@ pub enum SnapshotCmd {
         /// Actions a chunk file holds.
         #[arg(long, default_value_t = crate::snapshot::CHUNK_ACTIONS, value_name = "ACTIONS")]
         chunk: i64,
-        /// Keep erased debtors' personal data in the raw notes (by default the notes of
-        /// erased cases are redacted, as `projection.redact_replica` does).
+        /// Recorded in the manifest only: a snapshot is the raw replica, personal data
+        /// included, and the notes of erased cases are redacted whatever this flag
+        /// (§ 425: erasure is the law, not a scope).
         #[arg(long)]
         include_pii: bool,
         #[command(flatten)]

@@ -152,6 +152,13 @@ impl Settings {
             "database.max_connections",
             "must be at least 2",
         );
+        if let Some(f) = &self.database.privacy_key_file {
+            check(
+                f.is_file(),
+                "database.privacy_key_file",
+                "must name a readable file (`isir privacy export-key --out FILE` writes one)",
+            );
+        }
         if let Some(u) = &self.redis.url {
             check(
                 u.starts_with("redis://") || u.starts_with("rediss://") || u.starts_with("unix:"),

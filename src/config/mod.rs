@@ -306,6 +306,14 @@ pub struct DatabaseSettings {
     pub url: String,
     /// Pool size. 5: one writer, status queries and the odd projector.
     pub max_connections: u32,
+    /// A file holding the replica's privacy key (64 hex digits, as `isir privacy
+    /// export-key` writes it), for a process whose database role may not read the table
+    /// `secrets`: `isir serve` as a PostgreSQL reader role (`isir db grant-reader`).
+    /// Unset (the default): the key is read from the database, as the writer always can.
+    /// When set and the database's key is readable too, the two must be equal (a
+    /// different key would give other person references); the file should be its
+    /// owner's only (a warning says when not).
+    pub privacy_key_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -386,6 +394,7 @@ impl Default for DatabaseSettings {
         Self {
             url: "sqlite://isir.db".into(),
             max_connections: 5,
+            privacy_key_file: None,
         }
     }
 }

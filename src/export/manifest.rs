@@ -69,6 +69,9 @@ pub struct Manifest {
 
 pub const FORMAT: &str = "isir-export/1";
 
+/// The `program` an export of this tool names.
+pub const PROGRAM: &str = "isir";
+
 /// The type of a column, as the manifest and `docs/EXPORTS.md` give it.
 pub fn column_type(name: &str) -> &'static str {
     let base = name.rsplit('.').next().unwrap_or(name);

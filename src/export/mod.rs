@@ -183,10 +183,21 @@ async fn write_all(
     let wm = watermark(&mut tx).await?;
     let key = tx
         .texts(
-            "SELECT value FROM settings WHERE key = $1",
+            "SELECT value FROM secrets WHERE key = $1",
             &[privacy::KEY_SETTING.into()],
         )
-        .await?
+        .await
+        .map_err(|e| {
+            if privacy::denied_sql(&e) {
+                ExportError::Invalid(
+                    "this database role may not read the privacy key (a reader role): run \
+                     exports as the writer's role (docs/PRIVACY.md)"
+                        .into(),
+                )
+            } else {
+                e.into()
+            }
+        })?
         .pop()
         .ok_or_else(|| {
             ExportError::Invalid("the database has no privacy key: run `isir migrate`".into())
@@ -253,7 +264,7 @@ async fn write_all(
     drop(bar);
     let m = Manifest {
         format: FORMAT.into(),
-        program: "isir".into(),
+        program: manifest::PROGRAM.into(),
         version: env!("CARGO_PKG_VERSION").into(),
         written_at: chrono::Utc::now().to_rfc3339(),
         watermark: wm,

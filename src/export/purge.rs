@@ -3,6 +3,9 @@
 //! without the erased debtors' rows (or removed when it cannot be read), and both
 //! manifests say so.
 //!
+//! Touches only exports the nightly run recognises as its own (`list_exports`: its
+//! name, a real directory, this program's manifest) and never follows a symbolic link.
+//!
 //! Owns the rewriting of kept exports. Reads the `erasures` projection only; never
 //! writes the database. A rewrite goes through a temporary file renamed over the old
 //! one, the manifest last, so a reader never sees half a file. Exports written elsewhere
@@ -38,7 +41,8 @@ fn erased_row(cases: &HashSet<String>, case: &str, role: &str) -> bool {
     cases.contains(case) && (role == "DLUŽNÍK" || role.is_empty())
 }
 
-/// Purges every export in `exports` (not the one just written) of the debtors erased
+/// Purges every export in `exports` (not the one just written; the nightly run passes
+/// only those [`super::list_exports`] recognises as its own) of the debtors erased
 /// after its watermark. Gives what was done, for the new manifest.
 pub async fn purge(
     store: &Store,
@@ -107,7 +111,16 @@ fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u6
     let set: HashSet<String> = cases.iter().cloned().collect();
     let mut removed = 0u64;
     for f in m.files.iter_mut().filter(|f| f.table == Table::Parties) {
+        // A file of the export itself: a plain name, a regular file (a link is never
+        // followed, nor written through).
         let path = dir.join(&f.name);
+        let plain = Path::new(&f.name).file_name() == Some(std::ffi::OsStr::new(&f.name));
+        if !plain || !std::fs::symlink_metadata(&path)?.file_type().is_file() {
+            return Err(ExportError::Invalid(format!(
+                "{}: not a file of the export",
+                f.name
+            )));
+        }
         let gz = f.name.ends_with(".gz");
         let input: Box<dyn Read> = if gz {
             Box::new(flate2::read::GzDecoder::new(std::fs::File::open(&path)?))

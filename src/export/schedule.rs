@@ -47,22 +47,51 @@ pub struct Nightly {
     pub tables: Vec<Table>,
 }
 
-/// Exports under `dir` named by their Prague date and time, oldest first.
+/// The name of a nightly export's directory: its Prague date and time
+/// (`2026-03-01T020000`; `2026-03-01T0200` before seconds were added).
+const NAME_FORMATS: &[&str] = &["%Y-%m-%dT%H%M%S", "%Y-%m-%dT%H%M"];
+
+/// The nightly exports under `dir`, oldest first: only what the nightly run recognises
+/// as its own, which is all it ever rewrites or deletes. An entry is one when it is a
+/// directory itself (not a symbolic link to one, which is never followed), is named as
+/// `NAME_FORMATS` name them, and holds a `manifest.json` that is a regular file and
+/// parses as this program's export manifest ([`super::manifest::FORMAT`]). Anything else
+/// kept there (a snapshot, another tool's directory, a link) is left alone; one named as
+/// an export whose manifest is not one is named in a warning.
 pub fn list_exports(dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| p.join("manifest.json").is_file())
-                .collect()
-        })
+        .map(|rd| rd.flatten().filter_map(|e| own_export(&e.path())).collect())
         .unwrap_or_default();
     v.sort();
     v
 }
 
-/// One nightly export into `dir/<Prague date>T<HHMM>`, then removes all but the newest
-/// `keep`. The previous export's watermark names the erasures to purge downstream.
+/// `path` if it is a nightly export of this program (see [`list_exports`]).
+fn own_export(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let named = NAME_FORMATS
+        .iter()
+        .any(|f| chrono::NaiveDateTime::parse_from_str(name, f).is_ok());
+    if !named || !std::fs::symlink_metadata(path).ok()?.file_type().is_dir() {
+        return None;
+    }
+    let manifest = path.join("manifest.json");
+    let own = std::fs::symlink_metadata(&manifest).is_ok_and(|m| m.file_type().is_file())
+        && read_manifest(path).is_ok_and(|m| {
+            m.format == super::manifest::FORMAT && m.program == super::manifest::PROGRAM
+        });
+    if !own {
+        tracing::warn!(
+            dir = %path.display(),
+            "named as a nightly export but without this program's export manifest: left alone"
+        );
+        return None;
+    }
+    Some(path.to_path_buf())
+}
+
+/// One nightly export into `dir/<Prague date>T<HHMMSS>`, then removes all but the
+/// newest `keep` of the exports [`list_exports`] recognises (nothing else). The previous export's watermark names the erasures to purge downstream.
 pub async fn nightly_once(store: &Store, n: &Nightly) -> Result<Manifest, ExportError> {
     use chrono_tz::Europe::Prague;
     std::fs::create_dir_all(&n.dir)?;

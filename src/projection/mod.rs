@@ -69,6 +69,9 @@ pub enum ProjectionError {
     Store(#[from] crate::store::StoreError),
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
+    /// The replica's privacy key could not be read (verify names persons by reference).
+    #[error("privacy key: {0}")]
+    Key(String),
     #[error(
         "the rebuilt {name} (version {version}) differs from a recomputation from the replica in {differences} of {checked} sampled cases; the live version stays. First: {first}"
     )]

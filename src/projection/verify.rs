@@ -1,14 +1,19 @@
 //! `isir project verify`: recomputes a random sample of cases from the replica, the same
 //! way the builders do, and compares them with the live projections.
 //!
-//! Owns the comparison only; reads, never writes.
+//! Owns the comparison only; reads, never writes. What it reports goes to operators'
+//! terminals and logs (a failed rebuild's error quotes it), so a difference names keys
+//! (the case, a person's opaque reference, never an `idOsoby`), field paths and masked
+//! values only: never a name, a birth number or an address ([`differing_fields`]).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use serde_json::Value;
 
 use super::sql::Tx;
 use super::{ProjectionError, cases, metas, parties, timeline};
+use crate::privacy::Privacy;
 use crate::source::model::Record;
 use crate::store::Store;
 
@@ -43,6 +48,7 @@ pub async fn verify(
             .map(|m| m.cursor)
             .unwrap_or(-1)
     };
+    let privacy = key(store).await?;
     let mut tx = Tx::begin_read(store).await?;
     let picked = match only {
         Some(v) => v,
@@ -58,7 +64,8 @@ pub async fn verify(
     for case in picked {
         rep.checked += 1;
         for name in super::NAMES {
-            check(&mut tx, store, name, name, &case, cursor(name), &mut rep).await?;
+            let at = (name, name, case.as_str(), cursor(name));
+            check(&mut tx, store, &privacy, at, &mut rep).await?;
         }
     }
     tx.commit().await?;
@@ -77,6 +84,7 @@ pub async fn verify_version(
     sample: usize,
 ) -> Result<Report, ProjectionError> {
     use rand::Rng;
+    let privacy = key(store).await?;
     let mut tx = Tx::begin_read(store).await?;
     let lo = tx
         .int("SELECT COALESCE(MIN(id), 0) FROM actions", &[])
@@ -103,21 +111,27 @@ pub async fn verify_version(
     let mut rep = Report::default();
     for case in picked {
         rep.checked += 1;
-        check(&mut tx, store, name, &table, &case, cursor, &mut rep).await?;
+        let at = (name, table.as_str(), case.as_str(), cursor);
+        check(&mut tx, store, &privacy, at, &mut rep).await?;
     }
     tx.commit().await?;
     Ok(rep)
 }
 
+/// The replica's privacy key, for the person references a difference names.
+async fn key(store: &Store) -> Result<Privacy, ProjectionError> {
+    Privacy::load(store)
+        .await
+        .map_err(|e| ProjectionError::Key(format!("{e:#}")))
+}
+
 /// Recomputes `case` for builder `name` from the replica up to `upto` and compares it
-/// with what `table` (its main table or view) holds.
+/// with what `table` (its main table or view) holds (`at`: name, table, case, upto).
 async fn check(
     tx: &mut Tx,
     store: &Store,
-    name: &str,
-    table: &str,
-    case: &str,
-    upto: i64,
+    privacy: &Privacy,
+    (name, table, case, upto): (&str, &str, &str, i64),
     rep: &mut Report,
 ) -> Result<(), ProjectionError> {
     match name {
@@ -132,8 +146,10 @@ async fn check(
             let got: Option<cases::CaseDoc> =
                 got.first().map(|d| serde_json::from_str(d)).transpose()?;
             if want != got {
+                let (got, want) = (serde_json::to_value(&got)?, serde_json::to_value(&want)?);
                 rep.differences.push(format!(
-                    "cases {case}: projection {got:?} != recomputed {want:?}"
+                    "cases {case}: {}",
+                    differing_fields(&got, &want).join("; ")
                 ));
             }
         }
@@ -159,11 +175,12 @@ async fn check(
                 let keys: std::collections::BTreeSet<_> = want.keys().chain(got.keys()).collect();
                 for k in keys {
                     if want.get(k) != got.get(k) {
+                        let got = serde_json::to_value(got.get(k))?;
+                        let want = serde_json::to_value(want.get(k))?;
                         rep.differences.push(format!(
-                            "parties {case} person {:?}: projection {:?} != recomputed {:?}",
-                            k.2,
-                            got.get(k),
-                            want.get(k)
+                            "parties {case} person {}: {}",
+                            privacy.person_ref(&k.2),
+                            differing_fields(&got, &want).join("; ")
                         ));
                     }
                 }
@@ -203,4 +220,109 @@ async fn check(
         }
     }
     Ok(())
+}
+
+/// Leaf fields whose values are codes, states and keys of the register, never
+/// personal: a difference shows them as they are.
+const PLAIN_FIELDS: &[&str] = &[
+    "case_number",
+    "court",
+    "court_short",
+    "role",
+    "kind",
+    "state",
+    "type_code",
+    "section",
+    "debtor_kind",
+];
+
+/// Where two documents differ: one `path: projection A != recomputed B` per differing
+/// leaf, `absent` for a side without it. Values are masked (`masked`); object keys
+/// are field names of our own documents, not data.
+pub fn differing_fields(got: &Value, want: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    diff_at("", Some(got), Some(want), &mut out);
+    if out.is_empty() {
+        out.push("(equal as JSON, different as documents)".into());
+    }
+    out
+}
+
+fn diff_at(path: &str, got: Option<&Value>, want: Option<&Value>, out: &mut Vec<String>) {
+    match (got, want) {
+        (Some(Value::Object(g)), Some(Value::Object(w))) => {
+            let keys: std::collections::BTreeSet<&String> = g.keys().chain(w.keys()).collect();
+            for k in keys {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                diff_at(&p, g.get(k), w.get(k), out);
+            }
+        }
+        (Some(Value::Array(g)), Some(Value::Array(w))) if g.len() == w.len() => {
+            for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                diff_at(&format!("{path}[{i}]"), Some(a), Some(b), out);
+            }
+        }
+        (g, w) if g != w => {
+            let leaf = path.rsplit('.').next().unwrap_or(path);
+            let show = |v: Option<&Value>| v.map_or("absent".to_string(), |v| masked(leaf, v));
+            let path = if path.is_empty() { "(document)" } else { path };
+            out.push(format!(
+                "{path}: projection {} != recomputed {}",
+                show(g),
+                show(w)
+            ));
+        }
+        _ => {}
+    }
+}
+
+/// A value as a difference shows it: `null`, a boolean or a number as it is, a text of
+/// a [`PLAIN_FIELDS`] field as it is, any other text as `***` and its length, an array or
+/// object by its size.
+fn masked(leaf: &str, v: &Value) -> String {
+    match v {
+        Value::String(s) if PLAIN_FIELDS.contains(&leaf) => format!("{s:?}"),
+        Value::String(s) => format!("{}({} chars)", crate::privacy::MASK, s.chars().count()),
+        Value::Array(a) => format!("[{} items]", a.len()),
+        Value::Object(o) => format!("{{{} fields}}", o.len()),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_difference_names_fields_and_masks_personal_values() {
+        let got = json!({"state": "KONKURS", "debtors": [{"name": "Nováková", "birth_number": "8551011234",
+            "addresses": [{"street": "Dlouhá 5"}]}], "documents": 3});
+        let want = json!({"state": "ODDLUŽENÍ", "debtors": [{"name": "Novák", "birth_number": "8501011234",
+            "addresses": [{"street": "Dlouhá 7"}]}], "documents": 3, "ended": null});
+        let d = differing_fields(&got, &want).join("\n");
+        for secret in ["Novák", "8551011234", "8501011234", "Dlouhá"] {
+            assert!(!d.contains(secret), "{secret} in {d}");
+        }
+        assert!(
+            d.contains("state: projection \"KONKURS\" != recomputed \"ODDLUŽENÍ\""),
+            "{d}"
+        );
+        assert!(
+            d.contains("debtors[0].name: projection ***(8 chars) != recomputed ***(5 chars)"),
+            "{d}"
+        );
+        assert!(
+            d.contains("debtors[0].birth_number:") && d.contains("debtors[0].addresses[0].street:")
+        );
+        assert!(
+            d.contains("ended: projection absent != recomputed null"),
+            "{d}"
+        );
+        assert!(!d.contains("documents"), "{d}");
+    }
 }

@@ -217,4 +217,11 @@ impl ReadState {
         self.building().admin = admin;
         self
     }
+
+    /// The privacy key given, not read from the store (a reader role's key file,
+    /// [`crate::privacy::Privacy::resolve`]).
+    pub fn with_privacy(mut self, privacy: crate::privacy::Privacy) -> Self {
+        self.building().privacy = tokio::sync::OnceCell::new_with(Some(privacy));
+        self
+    }
 }

@@ -14,8 +14,9 @@ use crate::store::Store;
 
 /// Writes a snapshot of the replica into `out` (which must not exist or be empty),
 /// through a staging directory renamed when complete, readable by its owner only.
-/// `after`: only actions above it. Without `include_pii` the notes of erased cases are
-/// redacted ([`crate::privacy::redact_note`]).
+/// `after`: only actions above it. The notes of erased cases are redacted
+/// ([`crate::privacy::redact_note`]) whatever `include_pii`, which is only recorded in
+/// the manifest.
 pub async fn create(
     store: &Store,
     out: &Path,
@@ -88,27 +89,28 @@ pub(super) async fn create_in(
         None
     };
     // The erased cases, from the replica itself (the projections may not be built):
-    // an action of an erasure type, or a note naming `datumVyskrtnuti`, anywhere up to
-    // the checkpoint.
-    let erased: std::collections::HashSet<String> = if include_pii {
-        Default::default()
-    } else {
-        let types: Vec<String> = crate::privacy::ERASURE_TYPES
-            .iter()
-            .map(|t| format!("'{t}'"))
-            .collect();
-        tx.texts(
+    // every action up to the checkpoint that [`crate::privacy::is_erasure`] calls one,
+    // among the few the SQL narrows to. Whatever `include_pii`: erasure is the law, not
+    // a scope.
+    let candidates = tx
+        .texts(
             &format!(
-                "SELECT DISTINCT case_number FROM actions WHERE id <= $1 AND \
-                 (type_code IN ({}) OR note LIKE '%datumVyskrtnuti%')",
-                types.join(", ")
+                "SELECT {} FROM actions WHERE id <= $1 AND {} ORDER BY id",
+                action_json_sql(tx.is_postgres()),
+                crate::privacy::erasure_candidates_sql()
             ),
             &[upto.into()],
         )
-        .await?
-        .into_iter()
-        .collect()
-    };
+        .await?;
+    let mut erased = std::collections::HashSet::new();
+    for json in candidates {
+        let a: Action = serde_json::from_str(&json)
+            .map_err(|e| SnapshotError::Other(format!("an action of the replica: {e}")))?;
+        let note = crate::source::parse::note_of(a.note.as_deref());
+        if crate::privacy::is_erasure(&a.type_code, &note) {
+            erased.insert(a.case_number);
+        }
+    }
     // Each row comes as `ID US case US JSON` (US: U+001F, which XML text cannot hold):
     // the JSON line built by the database is written as it is (restore parses it into
     // an action), but an erased case's, whose note is redacted first; the ID keeps the

@@ -74,9 +74,10 @@ pub struct SnapshotManifest {
     pub checkpoint: Option<i64>,
     pub actions: i64,
     pub chunks: Vec<Chunk>,
-    /// Whether erased debtors' personal data are in (`--include-pii`); without it the
-    /// notes of every erased case are redacted as `projection.redact_replica` redacts
-    /// them. Snapshots before this field held everything.
+    /// Whether `--include-pii` was asked. The notes of every erased case are redacted
+    /// as `projection.redact_replica` redacts them whatever it (erasure is the law, not
+    /// a scope); snapshots written with it by earlier versions, and snapshots before this
+    /// field, may hold erased debtors' data.
     #[serde(default = "yes")]
     pub include_pii: bool,
     /// The erased cases whose notes were redacted.

@@ -241,14 +241,24 @@ impl Store {
     // Settings (the phase)
 
     pub async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
-        Ok(both!(self, |p| sqlx::query(
-            "SELECT value FROM settings WHERE key = $1"
-        )
-        .bind(key)
-        .fetch_optional(p)
-        .await?
-        .map(|r| r.try_get(0))
-        .transpose()?))
+        self.value_in("settings", key).await
+    }
+
+    /// A secret of the replica (the privacy key): the table `secrets`, which a reader
+    /// role on PostgreSQL may not read (`isir db grant-reader`).
+    pub async fn secret(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.value_in("secrets", key).await
+    }
+
+    /// The value of `key` in `table` (`settings` or `secrets`, both key and value).
+    async fn value_in(&self, table: &str, key: &str) -> Result<Option<String>, StoreError> {
+        let sql = format!("SELECT value FROM {table} WHERE key = $1");
+        Ok(both!(self, |p| sqlx::query(&sql)
+            .bind(key)
+            .fetch_optional(p)
+            .await?
+            .map(|r| r.try_get(0))
+            .transpose()?))
     }
 
     pub async fn set_setting(&self, key: &str, value: &str) -> Result<(), StoreError> {
@@ -267,16 +277,26 @@ impl Store {
 
     /// Sets `key` only if it is absent; returns the value in force.
     pub async fn init_setting(&self, key: &str, value: &str) -> Result<String, StoreError> {
-        both!(self, |p| sqlx::query(
-            "INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
-        )
-        .bind(key)
-        .bind(value)
-        .execute(p)
-        .await?
-        .rows_affected());
+        self.init_in("settings", key, value).await
+    }
+
+    /// Sets the secret `key` only if it is absent; returns the value in force.
+    pub async fn init_secret(&self, key: &str, value: &str) -> Result<String, StoreError> {
+        self.init_in("secrets", key, value).await
+    }
+
+    async fn init_in(&self, table: &str, key: &str, value: &str) -> Result<String, StoreError> {
+        let sql = format!(
+            "INSERT INTO {table} (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING"
+        );
+        both!(self, |p| sqlx::query(&sql)
+            .bind(key)
+            .bind(value)
+            .execute(p)
+            .await?
+            .rows_affected());
         Ok(self
-            .setting(key)
+            .value_in(table, key)
             .await?
             .unwrap_or_else(|| value.to_string()))
     }

@@ -55,10 +55,17 @@ const INSERT_CHUNK: usize = 500;
 
 impl Store {
     /// Connects to `url` (`sqlite://PATH` or `postgres://...`). SQLite files are created
-    /// if missing and run in WAL mode.
+    /// if missing, for their owner only (mode 0600, [`super::files`]), and run in WAL
+    /// mode; an existing one others can read is warned about.
     pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Store> {
         if url.starts_with("sqlite:") {
-            let opts = SqliteConnectOptions::from_str(url)?
+            let opts = SqliteConnectOptions::from_str(url)?;
+            let file = opts.get_filename().to_path_buf();
+            if super::files::on_disk(&file) {
+                super::files::warn_if_open(&file);
+                super::files::create_private(&file)?;
+            }
+            let opts = opts
                 .create_if_missing(true)
                 .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
@@ -84,7 +91,9 @@ impl Store {
     /// sessions with `default_transaction_read_only`. Never migrates.
     pub async fn connect_read_only(url: &str, max_connections: u32) -> anyhow::Result<Store> {
         if url.starts_with("sqlite:") {
-            let opts = SqliteConnectOptions::from_str(url)?
+            let opts = SqliteConnectOptions::from_str(url)?;
+            super::files::warn_if_open(opts.get_filename());
+            let opts = opts
                 .read_only(true)
                 .busy_timeout(Duration::from_secs(30))
                 .pragma("cache_size", CACHE_SIZE);
@@ -126,8 +135,7 @@ impl Store {
             }
             Store::Sqlite(p) => {
                 let opts = p.connect_options().as_ref().clone();
-                let name = opts.get_filename().to_string_lossy().to_string();
-                if name.is_empty() || name.contains(":memory:") || name.contains("mode=memory") {
+                if !super::files::on_disk(opts.get_filename()) {
                     return (self.clone(), false);
                 }
                 let pool = sqlite_pool()
@@ -165,7 +173,7 @@ impl Store {
         }
         self.ensure_indexes().await?;
         // The replica's secret for person references and cursors (`privacy`), made once.
-        self.init_setting(
+        self.init_secret(
             crate::privacy::KEY_SETTING,
             &crate::privacy::Privacy::generate_hex(),
         )

@@ -43,7 +43,9 @@ macro_rules! write_tx {
 mod coord;
 mod db;
 pub mod direct;
+pub mod files;
 pub mod pgread;
+pub mod roles;
 pub use db::*;
 
 /// The columns of an action as the source gives it, in the order every statement, the
