@@ -135,6 +135,43 @@ fn secrets(p: &isir::source::model::Person) -> Vec<String> {
     v
 }
 
+/// The street-level addresses of natural persons, as the register published them in
+/// the truth's notes (read as text, not by the project's parser): each address's
+/// register ID (`idAdresy`, one per address) as a JSON answer spells it (the bare number
+/// recurs inside IČOs), keeping only those no person without a birth number (a company,
+/// whose address is public) also has. (The simulator's streets, house numbers and
+/// postcodes come from small lists that companies share, so as text they would prove
+/// nothing; the mask hides an address's street, house number, postcode and ID together.)
+fn natural_addresses(sim: &isir::sim::Simulator) -> Vec<String> {
+    let tag = |block: &str, t: &str| -> Option<String> {
+        let open = format!("<{t}>");
+        let i = block.find(&open)? + open.len();
+        let j = block[i..].find(&format!("</{t}>"))?;
+        Some(block[i..i + j].to_string())
+    };
+    let (mut natural, mut public) = (BTreeSet::new(), BTreeSet::new());
+    for a in sim.truth_all() {
+        let Some(note) = a.note.as_deref() else {
+            continue;
+        };
+        for person in note.split("<osoba>").skip(1) {
+            let person = person.split("</osoba>").next().unwrap_or_default();
+            let set = if person.contains("<rc>") {
+                &mut natural
+            } else {
+                &mut public
+            };
+            for addr in person.split("<adresa>").skip(1) {
+                let addr = addr.split("</adresa>").next().unwrap_or_default();
+                if let Some(id) = tag(addr, "idAdresy") {
+                    set.insert(format!("\"id\":\"{id}\""));
+                }
+            }
+        }
+    }
+    natural.difference(&public).cloned().collect()
+}
+
 /// The secrets of the erased debtors that no other debtor shares (two people may share
 /// a birth date, or a name and a birth date).
 fn erased_only(debtors: &[isir::sim::TruthDebtor]) -> Vec<String> {
@@ -445,6 +482,14 @@ async fn privacy_on_every_path(b: Backend) {
         unscoped.len()
     );
     assert_absent("answers without the pii scope", &unscoped, &all_secrets);
+    // Nor a natural person's street-level address (its register ID).
+    let addresses = natural_addresses(&sim);
+    assert!(
+        addresses.len() > 50,
+        "natural persons' addresses in the truth: {}",
+        addresses.len()
+    );
+    assert_absent("answers without the pii scope", &unscoped, &addresses);
 
     // Searching or filtering by a birth number needs the scope: a 403 problem.
     let rc = debtors
