@@ -1,6 +1,7 @@
 //! Who is asking and how often: API keys (configured as SHA-256 hashes, compared in
-//! constant time) with scopes, and a rate limit per key or per client address (governor),
-//! answered with 429 and `Retry-After`.
+//! constant time) with scopes, and a rate limit per key or per client (governor; an IPv4
+//! address, or an IPv6 client's `api.ipv6_client_prefix` network), answered with 429 and
+//! `Retry-After`.
 //!
 //! Also the request log line and the request metrics, and the headers every answer
 //! carries. Owns request identity only; it never logs a key, a query string or a
