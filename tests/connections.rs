@@ -2,9 +2,10 @@
 //! request heads and idle kept-alive connections are closed by their deadlines; a client
 //! beyond its cap of connections (or beyond the cap of all) is closed at once while
 //! another client is served; a trusted proxy is not capped as one client; a client that
-//! never reads a stream is dropped after the write timeout, its stream's reader ends
-//! and the read connection it held is given back; IPv6 clients share a rate limit per
-//! /64. Counts are a few hundred at most and every wait is bounded; the bounds are
+//! never reads a stream is dropped after the write timeout, its stream (reader, read
+//! transaction, buffered rows) ends and the next stream is whole; IPv6 clients share a rate limit per
+//! /64; on the shutdown signal an answer in flight is finished before the server
+//! returns. Counts are a few hundred at most and every wait is bounded; the bounds are
 //! generous multiples of the configured deadlines, never speed assertions.
 
 mod common;
@@ -404,10 +405,90 @@ async fn non_reading_stream_client(b: Backend) {
     }
 }
 
+/// On the shutdown signal the server stops accepting, and an answer in flight (a large
+/// stream, read slowly) is finished whole before `run` returns.
+async fn shutdown_finishes_answers_in_flight(b: Backend) {
+    let (_sim, url, _g) = common::sim(20_000, 1000, 72).await;
+    let db = common::fresh_db(b).await;
+    let app = common::projected(&url, &db).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let mut o = opts(limits(10, 10, 100, 100));
+    o.stream_max_rows = 1_000_000;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(isir::http::run(
+        listener,
+        isir::read::ReadState::new(app.store.clone(), o),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let path = "/v1/events?format=ndjson&stream=all";
+    let http = reqwest::Client::new();
+    let len = whole(&http, &format!("http://{addr}"), path, "").await;
+    // A client with a small receive buffer, so that the answer is still being written
+    // when the signal comes.
+    let sock = TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let mut s = sock.connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    let n = s.read(&mut buf).await.unwrap();
+    got.extend_from_slice(&buf[..n]);
+    stop.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        TcpStream::connect(addr).await.is_err(),
+        "a new connection after the shutdown signal"
+    );
+    assert!(
+        !server.is_finished(),
+        "run returned with an answer in flight"
+    );
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut buf))
+            .await
+            .expect("the answer goes on")
+            .unwrap();
+        if n == 0 {
+            break;
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.len() > len,
+        "the whole answer, with its head and chunk sizes"
+    );
+    assert!(
+        got.ends_with(b"0\r\n\r\n"),
+        "the answer in flight was finished (its last chunk)"
+    );
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("run returns once its answers are done")
+        .unwrap()
+        .unwrap();
+}
+
+/// The tests that stream take turns: `isir_api_streams_open` is the process's.
+static STREAMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_answers_in_flight_sqlite() {
+    let _turn = STREAMING.lock().await;
+    // (The server's part, whatever the back end; SQLite is the quicker to fill.)
+    shutdown_finishes_answers_in_flight(Backend::Sqlite).await;
+}
+
 /// (One test for both back ends: the gauge is the process's, and the two would see
 /// each other's streams.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_a_stream_is_dropped() {
+    let _turn = STREAMING.lock().await;
     for b in common::BOTH {
         non_reading_stream_client(b).await;
     }

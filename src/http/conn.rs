@@ -428,6 +428,8 @@ async fn connection(
         .header_read_timeout(limits.header_read_timeout.max(limits.keep_alive_idle))
         .keep_alive(true);
     let mut conn = std::pin::pin!(builder.serve_connection(io, svc));
+    // Held until the connection ends: `serve` waits for every clone to go.
+    let _alive = stop.clone();
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
