@@ -49,6 +49,31 @@ pub const CATALOGUE: &[(&str, Kind, Option<Unit>, &str)] = &[
         None,
         "Feed positions between a watchlist's delivered cursor and the projection watermark; by list. Read from the store at scrape time.",
     ),
+    // The listeners' connections.
+    (
+        "isir_http_connections_open",
+        Kind::Gauge,
+        None,
+        "Connections being served, all listeners together.",
+    ),
+    (
+        "isir_http_connections_refused_total",
+        Kind::Counter,
+        None,
+        "New connections closed unread because a cap was reached, by cap (total: api.max_open_connections; per_client: api.max_connections_per_client).",
+    ),
+    (
+        "isir_http_connections_timed_out_total",
+        Kind::Counter,
+        None,
+        "Connections closed by a deadline, by wait (head: api.header_read_timeout_secs; idle: api.keep_alive_idle_secs; write: api.write_timeout_secs).",
+    ),
+    (
+        "isir_api_streams_open",
+        Kind::Gauge,
+        None,
+        "Whole-result stream answers (stream=all) in flight: their reader (holding a read transaction) or their buffered rows not yet taken by the connection.",
+    ),
     // The read side's limits.
     (
         "isir_api_read_timeouts_total",

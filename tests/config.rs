@@ -75,6 +75,28 @@ fn errors_name_the_key() {
         Ok(())
     });
     figment::Jail::expect_with(|jail| {
+        jail.create_file(
+            "isir.toml",
+            "[api]\nipv6_client_prefix = 16\nheader_read_timeout_secs = 0\nkeep_alive_idle_secs = 0\nwrite_timeout_secs = 0\nmax_open_connections = 10\nmax_connections_per_client = 11\n",
+        )?;
+        let e = Settings::load(None).unwrap_err().to_string();
+        for key in [
+            "api.ipv6_client_prefix",
+            "api.header_read_timeout_secs",
+            "api.keep_alive_idle_secs",
+            "api.write_timeout_secs",
+            "api.max_connections_per_client",
+        ] {
+            assert!(e.contains(key), "{key}: {e}");
+        }
+        jail.create_file("isir.toml", "[api]\nmax_open_connections = 0\n")?;
+        let e = Settings::load(None).unwrap_err().to_string();
+        assert!(e.contains("api.max_open_connections"), "{e}");
+        jail.create_file("isir.toml", "[api]\nipv6_client_prefix = 48\nmax_open_connections = 10\nmax_connections_per_client = 10\n")?;
+        Settings::load(None).expect("valid connection settings load");
+        Ok(())
+    });
+    figment::Jail::expect_with(|jail| {
         jail.create_file("isir.toml", "[poll]\nperiod = 5\n")?;
         let e = Settings::load(None).unwrap_err().to_string();
         assert!(e.contains("period"), "unknown keys are refused: {e}");

@@ -58,6 +58,8 @@ fn settings_from(env: &BTreeMap<String, String>) -> Settings {
         .collect();
     for (k, v) in vars {
         let path = k.to_lowercase().replace("__", ".");
+        // Read as the environment provider reads a value (`[a, b]` is a list).
+        let v: figment::value::Value = v.parse().unwrap();
         f = f.merge(Serialized::default(&path, v));
     }
     Settings::from_figment(f).unwrap_or_else(|e| panic!("settings {env:?}: {e:#}"))
@@ -183,10 +185,37 @@ fn dockerfile_is_sound() {
     assert_eq!(expose, [port], "EXPOSE matches api.bind");
 }
 
+/// The value the packaging tests give a variable the compose file requires.
+const TEST_ADMIN_HASH: &str = "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8";
+
+/// The compose file as compose reads it: `${NAME:?message}` variables (which compose
+/// refuses to start without) given test values, merge keys (`<<`) applied. Also the
+/// names of the variables it requires.
+fn compose() -> (serde_yaml::Value, Vec<String>) {
+    let mut text = std::fs::read_to_string(root().join("docker-compose.yml")).unwrap();
+    let mut required = Vec::new();
+    while let Some(i) = text.find("${") {
+        let end = i + text[i..].find('}').expect("a closed ${");
+        let inner = &text[i + 2..end];
+        let (name, rest) = inner
+            .split_once(":?")
+            .unwrap_or_else(|| panic!("${{{inner}}}: a variable must be required (`:?`)"));
+        assert!(!rest.trim().is_empty(), "{name}: say what to set");
+        let value = match name {
+            "ISIR_ADMIN_KEY_SHA256" => TEST_ADMIN_HASH,
+            other => panic!("an unknown variable {other}"),
+        };
+        required.push(name.to_string());
+        text.replace_range(i..=end, value);
+    }
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    doc.apply_merge().unwrap();
+    (doc, required)
+}
+
 #[test]
 fn compose_file_is_sound() {
-    let text = std::fs::read_to_string(root().join("docker-compose.yml")).unwrap();
-    let doc: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let (doc, _) = compose();
     let services = doc["services"].as_mapping().unwrap();
     let names: Vec<&str> = services.keys().map(|k| k.as_str().unwrap()).collect();
     assert_eq!(
@@ -409,5 +438,248 @@ fn alert_rules_name_real_metrics_and_runbooks() {
         "IsirNoSuccessfulTick",
     ] {
         assert!(alerts.iter().any(|x| x == a), "no alert {a}");
+    }
+}
+
+/// nginx's directives: (the blocks they are in, name, arguments without quotes).
+fn nginx_directives(text: &str) -> Vec<(Vec<String>, String, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut blocks: Vec<String> = Vec::new();
+    let mut words: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let mut quote = None;
+    let mut comment = false;
+    for c in text.chars() {
+        if comment {
+            comment = c != '\n';
+            continue;
+        }
+        if let Some(q) = quote {
+            if c == q {
+                quote = None;
+                words.push(std::mem::take(&mut cur));
+            } else {
+                cur.push(c);
+            }
+            continue;
+        }
+        match c {
+            '#' => comment = true,
+            '\'' | '"' => quote = Some(c),
+            ';' | '{' | '}' | ' ' | '\t' | '\n' | '\r' => {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+                match c {
+                    ';' => {
+                        let name = words.remove(0);
+                        out.push((blocks.clone(), name, std::mem::take(&mut words)));
+                    }
+                    '{' => {
+                        blocks.push(words[0].clone());
+                        words.clear();
+                    }
+                    '}' => {
+                        assert!(words.is_empty(), "a directive without `;`: {words:?}");
+                        blocks.pop().expect("a `}` too many");
+                    }
+                    _ => {}
+                }
+            }
+            _ => cur.push(c),
+        }
+    }
+    assert!(
+        blocks.is_empty() && words.is_empty(),
+        "nginx.conf ends inside a block"
+    );
+    out
+}
+
+/// The variables a text of nginx's uses (`$name`, `${name}`).
+fn nginx_variables(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, _) in s.match_indices('$') {
+        let rest = s[i + 1..].trim_start_matches('{');
+        out.push(
+            rest.chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect(),
+        );
+    }
+    out
+}
+
+fn nginx_conf() -> Vec<(Vec<String>, String, Vec<String>)> {
+    nginx_directives(&std::fs::read_to_string(root().join("deploy/nginx.conf")).unwrap())
+}
+
+/// The proxy logs no query string (a lookup's carries birth numbers): every access log
+/// is written in a format of ours that logs the path (`$uri`) and none of the variables
+/// that hold the query (`$request`, `$request_uri`, `$args`, `$arg_*`, `$query_string`),
+/// nor the referer (a page's address with its query); the error log, whose lines quote
+/// the request line, is kept to `crit`.
+#[test]
+fn nginx_logs_no_query_strings() {
+    let conf = nginx_conf();
+    let mut formats = BTreeMap::new();
+    for (_, name, args) in conf.iter().filter(|d| d.1 == "log_format") {
+        assert!(!args.is_empty(), "{name} without a name");
+        formats.insert(args[0].clone(), args[1..].concat());
+    }
+    assert!(
+        !formats.is_empty(),
+        "no log_format: nginx would log `combined`, whole request lines"
+    );
+    for (name, format) in &formats {
+        let vars = nginx_variables(format);
+        for v in &vars {
+            assert!(
+                ![
+                    "request",
+                    "request_uri",
+                    "args",
+                    "query_string",
+                    "http_referer",
+                    "request_body"
+                ]
+                .contains(&v.as_str())
+                    && !v.starts_with("arg_"),
+                "log_format {name} logs ${v}, which holds the query string"
+            );
+        }
+        assert!(
+            vars.iter().any(|v| v == "uri"),
+            "log_format {name} logs no path ($uri)"
+        );
+    }
+    let logs: Vec<_> = conf.iter().filter(|d| d.1 == "access_log").collect();
+    assert!(
+        logs.iter().any(|(b, _, _)| b == &["http"]),
+        "no access_log for the whole http block: nginx would log `combined` there"
+    );
+    for (_, _, args) in &logs {
+        if args.first().map(String::as_str) == Some("off") {
+            continue;
+        }
+        let format = args.get(1).map(String::as_str).unwrap_or("combined");
+        assert!(
+            formats.contains_key(format),
+            "access_log {args:?} writes the format {format}, not one of ours"
+        );
+    }
+    let errors: Vec<_> = conf.iter().filter(|d| d.1 == "error_log").collect();
+    assert!(
+        !errors.is_empty(),
+        "no error_log: nginx logs errors, request lines included"
+    );
+    for (_, _, args) in errors {
+        assert!(
+            ["crit", "alert", "emerg"]
+                .contains(&args.get(1).map(String::as_str).unwrap_or("error")),
+            "error_log {args:?}: error lines quote whole request lines"
+        );
+    }
+}
+
+/// No operator surface of the bundled deployment is open without a key, and the
+/// replicas behind the proxy see each client's own address: every listener of the
+/// status page, `/metrics` and the watchlist management that is not on loopback
+/// requires the admin key, which comes from a variable compose will not start without;
+/// the proxy has a fixed address on a network with a fixed subnet, every replica it
+/// reaches shares that network and trusts exactly that address; the header nginx sends
+/// gives the guard the client's address, whatever the client wrote into it.
+#[test]
+fn compose_guards_admin_and_trusts_the_proxy() {
+    let (doc, required) = compose();
+    let services = doc["services"].as_mapping().unwrap();
+    let settings_of = |name: &str| -> Settings {
+        let env: BTreeMap<String, String> =
+            serde_yaml::from_value(services[name]["environment"].clone()).unwrap();
+        settings_from(&env)
+    };
+    for (name, svc) in services {
+        let name = name.as_str().unwrap();
+        if svc["build"].is_null() {
+            continue;
+        }
+        let s = settings_of(name);
+        let ops = s.admin.bind.clone().unwrap_or_else(|| s.api.bind.clone());
+        let ops: std::net::SocketAddr = ops.parse().unwrap();
+        if !ops.ip().is_loopback() {
+            assert_eq!(
+                s.admin.key_sha256.as_deref(),
+                Some(TEST_ADMIN_HASH),
+                "{name}: the operator surfaces on {ops} need the admin key, from ISIR_ADMIN_KEY_SHA256"
+            );
+            assert!(required.iter().any(|r| r == "ISIR_ADMIN_KEY_SHA256"));
+        }
+    }
+    // The proxy's fixed address, inside its network's fixed subnet.
+    let proxy = &services["proxy"];
+    let nets = proxy["networks"]
+        .as_mapping()
+        .expect("the proxy's networks, with its address");
+    assert_eq!(nets.len(), 1, "the proxy is on one network");
+    let (net, cfg) = nets.iter().next().unwrap();
+    let net = net.as_str().unwrap();
+    let proxy_ip: std::net::IpAddr = cfg["ipv4_address"].as_str().unwrap().parse().unwrap();
+    let subnets: Vec<ipnet::IpNet> = doc["networks"][net]["ipam"]["config"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|c| c["subnet"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        subnets.iter().any(|n| n.contains(&proxy_ip)),
+        "{proxy_ip} in {net}'s subnet"
+    );
+    // What nginx sends as X-Forwarded-For for a client that forged one.
+    let conf = nginx_conf();
+    let xff = conf
+        .iter()
+        .find(|(_, n, a)| n == "proxy_set_header" && a[0].eq_ignore_ascii_case("x-forwarded-for"))
+        .map(|(_, _, a)| a[1].clone())
+        .expect("the proxy forwards the client's address");
+    let (client, forged) = ("203.0.113.9", "6.6.6.6");
+    let sent = match xff.as_str() {
+        "$proxy_add_x_forwarded_for" => format!("{forged}, {client}"),
+        "$remote_addr" => client.to_string(),
+        other => panic!("X-Forwarded-For {other}: the client could write it"),
+    };
+    let upstreams: Vec<&String> = conf
+        .iter()
+        .filter(|(b, n, _)| n == "server" && b.last().is_some_and(|b| b == "upstream"))
+        .map(|(_, _, a)| &a[0])
+        .collect();
+    assert!(!upstreams.is_empty());
+    for up in upstreams {
+        let (name, port) = up.split_once(':').unwrap();
+        let svc = &services[name];
+        let on: Vec<String> = serde_yaml::from_value(svc["networks"].clone())
+            .unwrap_or_else(|_| panic!("{name}: no networks"));
+        assert!(
+            on.iter().any(|n| n == net),
+            "{name} is not on the proxy's network {net}"
+        );
+        let s = settings_of(name);
+        assert!(
+            s.api.bind.ends_with(&format!(":{port}")),
+            "{name} listens on {port}"
+        );
+        let trusted = isir::read::ReadOptions::from_settings(&s.api).trusted_proxies;
+        assert!(
+            trusted.iter().any(|t| t.contains(&proxy_ip)),
+            "{name} is behind the proxy but does not trust {proxy_ip}: every client would share its rate limit"
+        );
+        assert!(
+            trusted.iter().all(|t| t.prefix_len() == t.max_prefix_len()),
+            "{name} trusts whole networks {trusted:?}; only the proxy"
+        );
+        assert_eq!(
+            isir::http::guard::client(proxy_ip, &[sent.as_str()], &trusted),
+            client.parse::<std::net::IpAddr>().unwrap(),
+            "{name} sees the client's address"
+        );
     }
 }

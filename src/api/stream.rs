@@ -1,7 +1,10 @@
 //! Whole-result streams (`?stream=all`, as Datasette's `_stream`): every row of a list
 //! as one CSV or NDJSON answer, read page after page in one read snapshot and written
 //! as it is read, with flat memory (a bounded channel between the reader and the
-//! connection: a slow client slows the reader, it never piles rows up).
+//! connection: a slow client slows the reader, it never piles rows up). A client that
+//! stops reading holds its stream (the rows read before the answer, a few pages in the
+//! channel, its read transaction) for `api.write_timeout_secs` at most: then the
+//! connection is closed ([`crate::http::conn`]), the body dropped and the reader ends.
 //!
 //! A key with the `stream` scope streams any number of rows; anyone else up to
 //! `api.stream_max_rows`, and a larger result is refused before its first row with a
@@ -75,6 +78,23 @@ fn render(
     Ok(out)
 }
 
+/// A stream answer in flight (the gauge `isir_api_streams_open`): until its reader has
+/// ended and the connection has taken or dropped its body.
+struct Open;
+
+impl Open {
+    fn start() -> Self {
+        metrics::gauge!("isir_api_streams_open").increment(1.0);
+        Open
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        metrics::gauge!("isir_api_streams_open").decrement(1.0);
+    }
+}
+
 /// The whole result of `pages` as a streamed answer, from `tx`'s snapshot.
 pub(crate) async fn respond(
     state: &ReadState,
@@ -129,23 +149,45 @@ pub(crate) async fn respond(
         w.write_record(cols).map_err(Problem::internal)?;
         first = w.into_inner().map_err(Problem::internal)?;
     }
-    first.extend(render(&head, format, cols, mask.as_ref())?);
+    // The rows read before answering go out a page at a time like the rest, each
+    // rendered when the channel has room for it (the first before answering, so that
+    // a row that cannot be rendered is a 500, not a broken transfer).
+    let mut head = head.into_iter();
+    let page = move |head: &mut std::vec::IntoIter<String>| {
+        head.by_ref().take(batch as usize).collect::<Vec<_>>()
+    };
+    first.extend(render(&page(&mut head), format, cols, mask.as_ref())?);
+    let open = std::sync::Arc::new(Open::start());
+    let body_open = open.clone();
     let state2 = state.clone();
     tokio::spawn(async move {
+        let _open = open;
+        // A result read whole before answering needs its snapshot no longer.
+        let mut tx = Some(tx);
+        if done && let Some(t) = tx.take() {
+            let _ = t.commit().await;
+        }
         if send.send(Ok(first.into())).await.is_err() {
             return;
         }
-        while !done {
-            if let Err(e) = crate::read::limit::rearm(&state2, &mut tx).await {
-                let _ = send.send(Err(std::io::Error::other(e.detail))).await;
-                return;
-            }
-            let chunk = match pages.next(&mut tx, batch).await {
-                Ok(rows) => {
-                    done = (rows.len() as i64) < batch;
-                    render(&rows, format, cols, mask.as_ref())
+        loop {
+            let rows = page(&mut head);
+            let chunk = if !rows.is_empty() {
+                render(&rows, format, cols, mask.as_ref())
+            } else if let Some(tx) = tx.as_mut().filter(|_| !done) {
+                if let Err(e) = crate::read::limit::rearm(&state2, tx).await {
+                    let _ = send.send(Err(std::io::Error::other(e.detail))).await;
+                    return;
                 }
-                Err(e) => Err(e),
+                match pages.next(tx, batch).await {
+                    Ok(rows) => {
+                        done = (rows.len() as i64) < batch;
+                        render(&rows, format, cols, mask.as_ref())
+                    }
+                    Err(e) => Err(e),
+                }
+            } else {
+                break;
             };
             let item = chunk
                 .map(bytes::Bytes::from)
@@ -156,10 +198,17 @@ pub(crate) async fn respond(
                 return;
             }
         }
-        let _ = tx.commit().await;
+        if let Some(tx) = tx {
+            let _ = tx.commit().await;
+        }
     });
     let mut recv = recv;
-    let body = Body::from_stream(futures::stream::poll_fn(move |cx| recv.poll_recv(cx)));
+    // The body holds the stream open too: it counts until the connection has taken
+    // the last chunk or dropped it.
+    let body = Body::from_stream(futures::stream::poll_fn(move |cx| {
+        let _ = &body_open;
+        recv.poll_recv(cx)
+    }));
     let ctype = match format {
         Format::Csv => "text/csv; charset=utf-8",
         _ => "application/x-ndjson",

@@ -288,6 +288,36 @@ impl Settings {
             "must be between 1 and 25000",
         );
         check(
+            (32..=128).contains(&self.api.ipv6_client_prefix),
+            "api.ipv6_client_prefix",
+            "must be between 32 and 128 (bits of an IPv6 address that name one client)",
+        );
+        check(
+            (1..=300).contains(&self.api.header_read_timeout_secs),
+            "api.header_read_timeout_secs",
+            "must be between 1 and 300",
+        );
+        check(
+            (1..=3600).contains(&self.api.keep_alive_idle_secs),
+            "api.keep_alive_idle_secs",
+            "must be between 1 and 3600",
+        );
+        check(
+            (1..=3600).contains(&self.api.write_timeout_secs),
+            "api.write_timeout_secs",
+            "must be between 1 and 3600",
+        );
+        check(
+            self.api.max_open_connections >= 1,
+            "api.max_open_connections",
+            "must be above 0",
+        );
+        check(
+            (1..=self.api.max_open_connections).contains(&self.api.max_connections_per_client),
+            "api.max_connections_per_client",
+            "must be between 1 and api.max_open_connections",
+        );
+        check(
             self.api.sqlite_mmap_mib <= 1 << 20,
             "api.sqlite_mmap_mib",
             "must be at most 1048576 (1 TiB, what this build's SQLite maps at most)",

@@ -186,6 +186,38 @@ pub struct ApiSettings {
     /// on the nearest address in that header that is not itself a trusted proxy. From
     /// any other peer the header is ignored. Empty: the peer is the client.
     pub trusted_proxies: Vec<String>,
+    /// IPv6 clients count as one client per network of this many leading bits: for the
+    /// rate limit and for `max_connections_per_client`. 64: one host or home line is
+    /// usually given a whole /64, so counting single addresses would give it 2^64 buckets
+    /// (and one caller as many rate limits as it likes). 32-128; 128 counts addresses.
+    /// IPv4 clients (also IPv4-mapped IPv6 addresses) count per address.
+    pub ipv6_client_prefix: u8,
+    /// Seconds a connection has to send a whole request head (request line and
+    /// headers): from its opening for the first request, from the first byte for each
+    /// later one. 10: a real client sends its head in one packet; a client that trickles
+    /// one is holding a socket (slowloris), and is closed.
+    pub header_read_timeout_secs: u64,
+    /// Seconds a kept-alive connection may sit idle between an answer and the next
+    /// request before the server closes it. 60: longer than a proxy's pool keeps an idle
+    /// upstream connection (deploy/nginx.conf's upstream keeps them 50 s, so the proxy
+    /// closes first and never sends on a socket we are closing), short enough that idle
+    /// sockets do not pile up.
+    pub keep_alive_idle_secs: u64,
+    /// Seconds an answer may wait for the client to take a byte: a connection whose
+    /// socket accepts nothing for this long is closed and its answer dropped (a stream's
+    /// read transaction ends with it). 30: a client that reads slowly but reads keeps its
+    /// download however long it takes; one that stopped reading cannot pin the memory of
+    /// its answer or a read connection.
+    pub write_timeout_secs: u64,
+    /// Connections served at once on a listener, all clients together; beyond it a new
+    /// connection is closed at once, unread. 512: it keeps the process under the usual
+    /// soft limit of 1024 open files with room for the database pools and files.
+    pub max_open_connections: usize,
+    /// Connections served at once from one client address (an IPv6 client: its
+    /// `ipv6_client_prefix` network); beyond it a new one is closed at once, unread. 32:
+    /// a browser opens 6, a script a few more. Connections from `trusted_proxies` are not
+    /// counted per client (each carries many clients), only in `max_open_connections`.
+    pub max_connections_per_client: usize,
     /// On SQLite, MiB of the file that the API's page reads (lists, lookups, the feed,
     /// search) map into memory (`PRAGMA mmap_size`) instead of copying each page from the
     /// OS's file cache into each connection's own cache. 1048576 (1 TiB: the whole file);
@@ -222,6 +254,12 @@ impl Default for ApiSettings {
             stream_max_rows: 10_000,
             trusted_proxies: Vec::new(),
             sqlite_mmap_mib: 1 << 20,
+            ipv6_client_prefix: 64,
+            header_read_timeout_secs: 10,
+            keep_alive_idle_secs: 60,
+            write_timeout_secs: 30,
+            max_open_connections: 512,
+            max_connections_per_client: 32,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Who is asking and how often: API keys (configured as SHA-256 hashes, compared in
-//! constant time) with scopes, and a rate limit per key or per client address (governor),
-//! answered with 429 and `Retry-After`.
+//! constant time) with scopes, and a rate limit per key or per client (governor; an IPv4
+//! address, or an IPv6 client's `api.ipv6_client_prefix` network), answered with 429 and
+//! `Retry-After`.
 //!
 //! Also the request log line and the request metrics, and the headers every answer
 //! carries. Owns request identity only; it never logs a key, a query string or a
@@ -37,6 +38,7 @@ pub struct GuardInner {
     limiter: Limiter,
     admin_key_sha256: Option<String>,
     trusted: Vec<ipnet::IpNet>,
+    ipv6_prefix: u8,
     /// Requests since the limiter was last pruned.
     checks: std::sync::atomic::AtomicU64,
 }
@@ -51,6 +53,7 @@ impl Guard {
             limiter: limiter(opts.rate_per_second, opts.burst),
             admin_key_sha256: admin.key_sha256.clone(),
             trusted: opts.trusted_proxies.clone(),
+            ipv6_prefix: opts.ipv6_client_prefix,
             checks: std::sync::atomic::AtomicU64::new(0),
         }))
     }
@@ -95,6 +98,20 @@ pub fn client(peer: std::net::IpAddr, xff: &[&str], trusted: &[ipnet::IpNet]) ->
         }
     }
     client
+}
+
+/// The unit a client is counted in (rate limit, connections per client): an IPv4
+/// address (an IPv4-mapped IPv6 address counts as its IPv4 address), or the network of
+/// the leading `v6_prefix` bits (`api.ipv6_client_prefix`) of an IPv6 address. One
+/// host is usually given a whole /64: counted per address, it would hold 2^64 buckets.
+pub fn client_group(ip: std::net::IpAddr, v6_prefix: u8) -> ipnet::IpNet {
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) => ipnet::IpNet::from(ipnet::Ipv4Net::from(v4)),
+        std::net::IpAddr::V6(v6) => ipnet::Ipv6Net::new(v6, v6_prefix.min(128))
+            .expect("a prefix of at most 128")
+            .trunc()
+            .into(),
+    }
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -234,7 +251,8 @@ async fn admit(state: &Guard, mut req: Request, next: Next) -> Response {
                     .iter()
                     .filter_map(|v| v.to_str().ok())
                     .collect();
-                format!("ip:{}", client(c.0.ip(), &xff, &state.0.trusted))
+                let ip = client(c.0.ip(), &xff, &state.0.trusted);
+                format!("ip:{}", client_group(ip, state.0.ipv6_prefix))
             }
             None => "ip:unknown".into(),
         },
@@ -404,6 +422,33 @@ mod tests {
         assert_eq!(
             client(ip("::1"), &["2001:db8::5"], &nets(&["::1/128"])),
             ip("2001:db8::5")
+        );
+    }
+
+    #[test]
+    fn ipv6_clients_are_grouped_by_prefix() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        let net = |s: &str| s.parse::<ipnet::IpNet>().unwrap();
+        // Hand-written expectations: two hosts of one /64 are one client, the next /64
+        // another.
+        let a = client_group(ip("2001:db8:1:2:aaaa::1"), 64);
+        assert_eq!(a, net("2001:db8:1:2::/64"));
+        assert_eq!(client_group(ip("2001:db8:1:2:ffff:ffff:ffff:ffff"), 64), a);
+        assert_ne!(client_group(ip("2001:db8:1:3::1"), 64), a);
+        assert_eq!(
+            client_group(ip("2001:db8:1:2:aaaa::1"), 48),
+            net("2001:db8:1::/48")
+        );
+        assert_eq!(
+            client_group(ip("2001:db8::7"), 128),
+            net("2001:db8::7/128"),
+            "128 counts single addresses"
+        );
+        // IPv4 counts per address, also mapped into IPv6 (a dual-stack listener).
+        assert_eq!(client_group(ip("198.51.100.7"), 64), net("198.51.100.7/32"));
+        assert_eq!(
+            client_group(ip("::ffff:198.51.100.7"), 64),
+            net("198.51.100.7/32")
         );
     }
 

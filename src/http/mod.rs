@@ -3,9 +3,11 @@
 //! admin listener it is given until a shutdown signal.
 //!
 //! Owns the middleware stack (API keys and rate limit, request log and metrics, answer
-//! headers, timeout, body limit, compression) and listener binding. It holds no route of
+//! headers, timeout, body limit, compression) and listener binding; [`conn`] serves the
+//! listeners with their connection limits (deadlines, caps). It holds no route of
 //! its own and no query: `api` and `web` own their routes and never import each other.
 
+pub mod conn;
 pub mod guard;
 
 use std::time::Duration;
@@ -81,12 +83,8 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "API listening");
-    axum::serve(
-        listener,
-        router(state).into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    let opts = state.opts.clone();
+    conn::serve(listener, router(state), &opts, shutdown).await
 }
 
 /// Serves the operator surfaces on their own `listener` (`admin.bind`) until `shutdown`.
@@ -96,9 +94,8 @@ pub async fn run_admin(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "admin listening");
-    axum::serve(listener, admin_router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let opts = state.opts.clone();
+    conn::serve(listener, admin_router(state), &opts, shutdown).await
 }
 
 /// The public listener and, when `admin.bind` is set, the admin one.

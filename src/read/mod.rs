@@ -53,6 +53,11 @@ pub struct ReadOptions {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Bytes of a SQLite file the page reads map into memory (`api.sqlite_mmap_mib`).
     pub sqlite_mmap: u64,
+    /// Leading bits of an IPv6 address that name one client (`api.ipv6_client_prefix`).
+    pub ipv6_client_prefix: u8,
+    /// The listeners' limits on connections (timeouts and caps), which the HTTP layer
+    /// applies.
+    pub conn: crate::http::conn::ConnLimits,
 }
 
 impl Default for ReadOptions {
@@ -83,6 +88,8 @@ impl ReadOptions {
             stream_max_rows: a.stream_max_rows,
             stream_page: 1_000,
             sqlite_mmap: a.sqlite_mmap_mib << 20,
+            ipv6_client_prefix: a.ipv6_client_prefix,
+            conn: crate::http::conn::ConnLimits::from_settings(a),
             trusted_proxies: a
                 .trusted_proxies
                 .iter()
