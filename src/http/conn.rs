@@ -30,33 +30,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::read::ReadOptions;
 
-/// A listener's limits on its connections (`api.*`, see [`crate::config::ApiSettings`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConnLimits {
-    /// A request head must arrive whole within it: from the opening of the connection
-    /// for its first request, from the first byte for each later one.
-    pub header_read_timeout: Duration,
-    /// A kept-alive connection without a request for this long is closed.
-    pub keep_alive_idle: Duration,
-    /// A connection whose socket takes no byte of an answer for this long is closed.
-    pub write_timeout: Duration,
-    /// Connections open at once on the listener.
-    pub max_open: usize,
-    /// Connections open at once from one client (trusted proxies are not counted).
-    pub max_per_client: usize,
-}
-
-impl ConnLimits {
-    pub fn from_settings(a: &crate::config::ApiSettings) -> Self {
-        ConnLimits {
-            header_read_timeout: Duration::from_secs(a.header_read_timeout_secs),
-            keep_alive_idle: Duration::from_secs(a.keep_alive_idle_secs),
-            write_timeout: Duration::from_secs(a.write_timeout_secs),
-            max_open: a.max_open_connections,
-            max_per_client: a.max_connections_per_client,
-        }
-    }
-}
+pub use crate::read::ConnLimits;
 
 /// The connections a listener has open, in all and per client.
 #[derive(Default)]

@@ -57,7 +57,7 @@ pub struct ReadOptions {
     pub ipv6_client_prefix: u8,
     /// The listeners' limits on connections (timeouts and caps), which the HTTP layer
     /// applies.
-    pub conn: crate::http::conn::ConnLimits,
+    pub conn: ConnLimits,
 }
 
 impl Default for ReadOptions {
@@ -89,7 +89,7 @@ impl ReadOptions {
             stream_page: 1_000,
             sqlite_mmap: a.sqlite_mmap_mib << 20,
             ipv6_client_prefix: a.ipv6_client_prefix,
-            conn: crate::http::conn::ConnLimits::from_settings(a),
+            conn: ConnLimits::from_settings(a),
             trusted_proxies: a
                 .trusted_proxies
                 .iter()
@@ -230,5 +230,35 @@ impl ReadState {
     pub fn with_privacy(mut self, privacy: crate::privacy::Privacy) -> Self {
         self.building().privacy = tokio::sync::OnceCell::new_with(Some(privacy));
         self
+    }
+}
+
+/// A listener's limits on its connections (`api.*`, see [`crate::config::ApiSettings`]),
+/// carried with the read side's options for the HTTP layer that enforces them
+/// (`http::conn`; the read side itself never looks at them).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnLimits {
+    /// A request head must arrive whole within it: from the opening of the connection
+    /// for its first request, from the first byte for each later one.
+    pub header_read_timeout: Duration,
+    /// A kept-alive connection without a request for this long is closed.
+    pub keep_alive_idle: Duration,
+    /// A connection whose socket takes no byte of an answer for this long is closed.
+    pub write_timeout: Duration,
+    /// Connections open at once on the listener.
+    pub max_open: usize,
+    /// Connections open at once from one client (trusted proxies are not counted).
+    pub max_per_client: usize,
+}
+
+impl ConnLimits {
+    pub fn from_settings(a: &crate::config::ApiSettings) -> Self {
+        ConnLimits {
+            header_read_timeout: Duration::from_secs(a.header_read_timeout_secs),
+            keep_alive_idle: Duration::from_secs(a.keep_alive_idle_secs),
+            write_timeout: Duration::from_secs(a.write_timeout_secs),
+            max_open: a.max_open_connections,
+            max_per_client: a.max_connections_per_client,
+        }
     }
 }
