@@ -14,8 +14,8 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::name::{PrefixDeclaration, QName};
 use quick_xml::reader::Reader;
 
-use super::error::SourceError;
-use super::model::*;
+use isir::source::error::SourceError;
+use isir::source::model::*;
 
 pub const SOAP_ENV_NS: &str = "http://schemas.xmlsoap.org/soap/envelope/";
 pub const TYPES_NS: &str = "http://isirpublicws.cca.cz/types/";
