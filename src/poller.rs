@@ -427,12 +427,17 @@ impl Poller {
                     };
                 }
             }
-            checkpoint = page.last_id();
-            t.checkpoint = checkpoint;
             t.pages += 1;
             t.actions += page.records.len() as u64;
             self.note_spoiled(&page, t);
             self.stored.notify_one();
+            // A page of nothing but records held back below the ID asked after moves
+            // nothing: the register has nothing new after the checkpoint.
+            let Some(moved) = page.last_id() else {
+                return TickOutcome::CaughtUp;
+            };
+            checkpoint = Some(moved);
+            t.checkpoint = checkpoint;
             let last = checkpoint.unwrap_or(after);
             // At or past the known head: done for now. A short page below the head is not
             // the end (page sizes mid-stream are not guaranteed).
