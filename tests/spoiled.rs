@@ -514,3 +514,100 @@ async fn retry_sqlite() {
 async fn retry_postgres() {
     retry_brings_in_what_now_parses(Backend::Postgres).await;
 }
+
+/// Snapshots carry the quarantine, and the erasure (§ 425) of a case removes the bytes
+/// of its quarantined records as it redacts its replica rows.
+async fn snapshot_and_erasure(b: Backend) {
+    let (sim, url, _g) = common::sim(1500, 500, 12).await;
+    let truth = sim.truth_all();
+    let erased: BTreeSet<String> = sim
+        .truth_debtors()
+        .into_iter()
+        .filter(|d| d.erased)
+        .map(|d| d.case_number)
+        .collect();
+    let e = truth
+        .iter()
+        .position(|a| erased.contains(&a.case_number))
+        .expect("an erased case in the stream");
+    let kept = truth
+        .iter()
+        .position(|a| !erased.contains(&a.case_number) && a.id > truth[e].id + 3)
+        .unwrap();
+    sim.set_faults(
+        FaultPlan::none()
+            .record(e as u64 + 1, RecordDefect::BadNumber)
+            .record(kept as u64 + 1, RecordDefect::Undecodable),
+    );
+    let db = common::fresh_db(b).await;
+    let app = common::projected(&url, &db).await;
+    let sent = sim.spoiled_sent();
+    let rows = app.store.quarantine_rows(false).await.unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for r in &rows {
+        let raw = app.store.quarantine_raw(r.seq).await.unwrap().unwrap();
+        if r.action_id == Some(truth[e].id) {
+            assert!(raw.is_empty(), "{b:?}: the erased case's bytes are removed");
+            assert!(
+                r.detail.ends_with(isir::privacy::QUARANTINE_ERASED),
+                "{r:?}"
+            );
+        } else {
+            assert_eq!(raw, sent[&truth[kept].id]);
+        }
+    }
+    // A snapshot and a restore into another back end carry every row and its bytes.
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("snap");
+    let m = isir::snapshot::create(&app.store, &snap, -1, 5000, false, false)
+        .await
+        .unwrap();
+    assert_eq!(m.quarantine.as_ref().map(|q| q.rows), Some(2));
+    let other = match b {
+        Backend::Sqlite => Backend::Postgres,
+        Backend::Postgres => Backend::Sqlite,
+    };
+    let db2 = common::fresh_db(other).await;
+    let app2 = common::app(common::settings(&url, &db2)).await;
+    isir::snapshot::restore(&app2.store, &app2.lease, &snap, false, false)
+        .await
+        .unwrap();
+    let strip = |rs: Vec<isir::store::QuarantineRow>| -> Vec<_> {
+        rs.into_iter()
+            .map(|r| {
+                (
+                    r.action_id,
+                    r.case_number,
+                    r.reason,
+                    r.detail,
+                    r.status,
+                    r.page_after,
+                )
+            })
+            .collect()
+    };
+    let rows2 = app2.store.quarantine_rows(false).await.unwrap();
+    for (a, c) in rows.iter().zip(&rows2) {
+        assert_eq!(
+            app.store.quarantine_raw(a.seq).await.unwrap(),
+            app2.store.quarantine_raw(c.seq).await.unwrap()
+        );
+    }
+    assert_eq!(strip(rows), strip(rows2));
+    assert_eq!(
+        app2.store.quarantine_counts().await.unwrap(),
+        app.store.quarantine_counts().await.unwrap()
+    );
+    let case = &truth[kept].case_number;
+    assert_eq!(app2.store.quarantined_in_case(case).await.unwrap(), 1);
+}
+
+#[tokio::test]
+async fn snapshot_and_erasure_sqlite() {
+    snapshot_and_erasure(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn snapshot_and_erasure_postgres() {
+    snapshot_and_erasure(Backend::Postgres).await;
+}
