@@ -611,3 +611,125 @@ async fn snapshot_and_erasure_sqlite() {
 async fn snapshot_and_erasure_postgres() {
     snapshot_and_erasure(Backend::Postgres).await;
 }
+
+/// The binary killed with SIGKILL between and inside pages of a backfill with spoiled
+/// records: nothing is lost, nothing is stored twice (in the replica or the quarantine),
+/// and `isir quarantine show` prints the bytes the register sent.
+async fn kill_during_spoiled_backfill(b: Backend) {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let (sim, url, _g) = isir::sim::spawn(isir::sim::SimOptions {
+        seed: 31,
+        actions: 6000,
+        page: 100,
+        daily_limit: None,
+        per_minute_limit: None,
+        latency: Duration::from_millis(80),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let truth = sim.truth_all();
+    let mut plan = FaultPlan::none();
+    let mut held = BTreeSet::new();
+    for (k, i) in (49..6000).step_by(97).enumerate() {
+        let d = [
+            RecordDefect::NoCase,
+            RecordDefect::BadNumber,
+            RecordDefect::Undecodable,
+        ][k % 3];
+        plan = plan.record(i as u64 + 1, d);
+        held.insert(truth[i].id);
+    }
+    sim.set_faults(plan);
+    let db = common::fresh_db(b).await;
+    let s = common::settings(&url, &db);
+    let env: Vec<(&str, String)> = vec![
+        ("ISIR_SOURCE__URL", url.clone()),
+        ("ISIR_DATABASE__URL", db.url.clone()),
+        ("ISIR_POLL__PERIOD_SECS", "1".into()),
+        ("ISIR_POLL__MAX_BATCHES_PER_TICK", "1000".into()),
+        ("ISIR_POLL__PAGE_SIZE", "100".into()),
+        ("ISIR_LEASE__KEY", s.lease.key.clone()),
+        ("ISIR_LEASE__EPOCH_KEY", s.lease.epoch_key.clone()),
+        ("ISIR_BUDGET__DAILY", "1000000".into()),
+        ("ISIR_BUDGET__PER_MINUTE", "1000000".into()),
+        ("ISIR_API__BIND", "127.0.0.1:0".into()),
+        ("ISIR_LOG", "warn".into()),
+    ];
+    let bin = env!("CARGO_BIN_EXE_isir");
+    let run = || {
+        Command::new(bin)
+            .arg("run")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let store = common::store(&db).await;
+    let mut rng = rand::thread_rng();
+    for _ in 0..4 {
+        let mut child = run();
+        let wait = rand::Rng::gen_range(&mut rng, 200..800);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        Command::new("kill")
+            .args(["-KILL", &child.id().to_string()])
+            .status()
+            .unwrap();
+        child.wait().unwrap();
+        store.lease_force_release(&s.lease.key).await.unwrap();
+    }
+    let mid = store.checkpoint().await.unwrap();
+    assert!(mid != sim.head_id(), "the kills land during the backfill");
+    let mut child = run();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while store.checkpoint().await.unwrap() != sim.head_id() {
+        assert!(Instant::now() < deadline, "the backfill did not finish");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let replica = common::all_actions(&store).await;
+    let want: Vec<Action> = truth
+        .iter()
+        .filter(|a| !held.contains(&a.id))
+        .cloned()
+        .collect();
+    assert_eq!(replica, want, "{b:?}: nothing lost, nothing twice");
+    let rows = store.quarantine_rows(false).await.unwrap();
+    let ids: Vec<i64> = rows.iter().map(|r| r.action_id.unwrap()).collect();
+    assert_eq!(
+        ids,
+        held.iter().copied().collect::<Vec<_>>(),
+        "{b:?}: each held back once"
+    );
+    // `isir quarantine show ID` prints the bytes sent, exactly.
+    let sent = sim.spoiled_sent();
+    for id in ids.iter().take(3) {
+        let out = Command::new(bin)
+            .args(["quarantine", "show", &id.to_string()])
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.stdout, sent[id], "{b:?}: action {id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_spoiled_backfill_sqlite() {
+    kill_during_spoiled_backfill(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_spoiled_backfill_postgres() {
+    kill_during_spoiled_backfill(Backend::Postgres).await;
+}
