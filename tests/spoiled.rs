@@ -463,6 +463,32 @@ async fn retry_brings_in_what_now_parses(b: Backend) {
     let app = common::projected(&url, &db).await;
     let truth = sim.truth_all();
     assert_eq!(app.store.quarantine_counts().await.unwrap(), (2, 0));
+    // The case's answer in the API says an action of it is held back.
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let (base, _stop) = common::serve_api(isir::read::ReadState::new(
+        app.store.clone(),
+        isir::read::ReadOptions {
+            rate_per_second: 10_000,
+            burst: 10_000,
+            ..Default::default()
+        },
+    ))
+    .await;
+    let (n, y) = truth[59]
+        .case_number
+        .trim_start_matches("INS ")
+        .split_once('/')
+        .unwrap();
+    let case_url = format!("{base}/v1/cases/{y}/{n}");
+    let answer = |url: String| async move {
+        let r = reqwest::get(url).await.unwrap();
+        let status = r.status();
+        let body = r.text().await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()
+    };
+    let before = answer(case_url.clone()).await;
+    assert_eq!(before["quarantined_actions"], 1, "{b:?}: {before}");
     let r = isir::quarantine::retry(&app.store, &app.lease, 1000, u64::MAX)
         .await
         .unwrap();
@@ -482,6 +508,8 @@ async fn retry_brings_in_what_now_parses(b: Backend) {
         o => panic!("{o:?}"),
     }
     assert_eq!(app.store.quarantine_counts().await.unwrap(), (1, 0));
+    let after = answer(case_url).await;
+    assert!(after.get("quarantined_actions").is_none(), "{b:?}: {after}");
     let mut want = truth.clone();
     want.remove(69);
     assert_eq!(common::all_actions(&app.store).await, want);
