@@ -735,20 +735,30 @@ async fn kill_during_spoiled_backfill(b: Backend) {
         held.iter().copied().collect::<Vec<_>>(),
         "{b:?}: each held back once"
     );
-    // `isir quarantine show ID` prints the bytes sent, exactly.
-    let sent = sim.spoiled_sent();
-    for id in ids.iter().take(3) {
+    // The commands, on the binary: stdout of a successful run.
+    let cli = |args: &[&str]| -> Vec<u8> {
         let out = Command::new(bin)
-            .args(["quarantine", "show", &id.to_string()])
+            .args(args)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(out.stdout, sent[id], "{b:?}: action {id}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {err}");
+        out.stdout
+    };
+    // `isir quarantine list --json` lists them.
+    let listed: Vec<serde_json::Value> =
+        serde_json::from_slice(&cli(&["quarantine", "list", "--json"])).unwrap();
+    let listed: Vec<i64> = listed
+        .iter()
+        .map(|r| r["action_id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(listed, ids);
+    // `isir quarantine show ID` prints the bytes sent, exactly.
+    let sent = sim.spoiled_sent();
+    for id in ids.iter().take(3) {
+        let shown = cli(&["quarantine", "show", &id.to_string()]);
+        assert_eq!(shown, sent[id], "{b:?}: action {id}");
     }
 }
 
