@@ -322,6 +322,8 @@ async fn mixed_defects_across_pages_postgres() {
 /// Each kind of defect alone, in the middle of the second page.
 #[tokio::test]
 async fn each_defect_alone_on_both_back_ends() {
+    // The process's recorder, before the poller counts anything.
+    let metrics = isir::telemetry::handle();
     for b in BOTH {
         for d in RecordDefect::ALL {
             let (sim, url, _g) = common::sim(120, 50, 3).await;
@@ -377,6 +379,21 @@ async fn each_defect_alone_on_both_back_ends() {
                 }
             }
         }
+    }
+    // Counted by reason.
+    let text = metrics.render();
+    for (name, reason) in [
+        ("isir_source_records_repaired_total", "cp1250"),
+        ("isir_source_records_quarantined_total", "missing_field"),
+        ("isir_source_records_quarantined_total", "bad_value"),
+        ("isir_source_records_quarantined_total", "out_of_order"),
+        ("isir_source_records_quarantined_total", "encoding"),
+    ] {
+        let line = format!("{name}{{reason=\"{reason}\"}}");
+        assert!(
+            text.lines().any(|l| l.starts_with(&line)),
+            "{line} missing:\n{text}"
+        );
     }
 }
 
