@@ -2,17 +2,27 @@
 //! parsed, beside the floor any parser pays (a bare quick-xml event scan that also
 //! unescapes each `poznamka` and scans its events without building anything).
 //!
+//! Beside them (issue 40): the same clean page through the parser as it was before
+//! per-record handling (`support/old_parse.rs`, a frozen copy), and a page of the same
+//! records with five spoiled ones (two windows-1250 letters, a missing field, a wrong
+//! type, an undecodable byte) through the current parser's repair path.
+//!
 //! `cargo bench --bench parse`
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use quick_xml::events::Event;
 use quick_xml::reader::Reader;
 
+#[path = "support/old_parse.rs"]
+#[allow(dead_code)]
+mod old_parse;
+
+use isir::sim::spoil::{RecordDefect, render_page};
 use isir::sim::{SimOptions, Simulator};
 use isir::source::parse::parse_data_response;
 use isir::source::write::data_response;
 
-fn page() -> (Vec<u8>, i64) {
+fn page() -> (Vec<u8>, i64, Vec<u8>) {
     // A page from the middle of a long stream: all kinds of actions.
     let sim = Simulator::new(SimOptions {
         seed: 42,
@@ -21,7 +31,17 @@ fn page() -> (Vec<u8>, i64) {
     });
     let all = sim.truth_all();
     let slice = &all[20_000..21_000];
-    (data_response(slice).into_bytes(), all[19_999].id)
+    let defects = [
+        (10, RecordDefect::Cp1250),
+        (200, RecordDefect::Cp1250Note),
+        (400, RecordDefect::NoCase),
+        (600, RecordDefect::BadNumber),
+        (800, RecordDefect::Undecodable),
+    ];
+    let (spoiled, _) = render_page(slice, 0, |i| {
+        defects.iter().find(|(at, _)| *at == i).map(|(_, d)| *d)
+    });
+    (data_response(slice).into_bytes(), all[19_999].id, spoiled)
 }
 
 /// The floor: every event of the page, and every event of every unescaped `poznamka`.
@@ -54,9 +74,22 @@ fn bare_scan(body: &[u8]) -> usize {
 }
 
 fn bench(c: &mut Criterion) {
-    let (body, after) = page();
+    let (body, after, spoiled) = page();
     let parsed = parse_data_response(&body, after).unwrap();
     assert_eq!(parsed.len(), 1000);
+    assert_eq!(
+        old_parse::parse_data_response(&body, after).unwrap(),
+        parsed
+    );
+    let defective = parse_data_response(&spoiled, after).unwrap();
+    // Three held back; the windows-1250 letters are repaired where the field has any.
+    assert_eq!(defective.held().count(), 3);
+    assert_eq!(defective.len(), 1000);
+    eprintln!(
+        "defective page: {} spoiled records ({} repaired)",
+        defective.spoiled.len(),
+        defective.repaired().count()
+    );
     eprintln!("page: {} bytes, 1000 records", body.len());
     // bench/parse_lxml.py parses the very same page with Python's lxml.
     if let Ok(path) = std::env::var("ISIR_DUMP_PAGE") {
@@ -68,6 +101,12 @@ fn bench(c: &mut Criterion) {
     g.bench_function("typed_parse_with_details", |b| {
         b.iter(|| parse_data_response(std::hint::black_box(&body), after).unwrap())
     });
+    g.bench_function("old_parser_clean", |b| {
+        b.iter(|| old_parse::parse_data_response(std::hint::black_box(&body), after).unwrap())
+    });
+    g.bench_function("typed_parse_five_spoiled", |b| {
+        b.iter(|| parse_data_response(std::hint::black_box(&spoiled), after).unwrap())
+    });
     g.bench_function("bare_quick_xml_scan", |b| {
         b.iter(|| bare_scan(std::hint::black_box(&body)))
     });
@@ -75,6 +114,7 @@ fn bench(c: &mut Criterion) {
     // Under `--profile-time` (perf) only the chosen benchmark runs.
     if std::env::args().all(|a| a != "--profile-time") {
         interleaved_ratio(&body, after);
+        interleaved_old_new(&body, &spoiled, after);
     }
 }
 
@@ -97,6 +137,36 @@ fn interleaved_ratio(body: &[u8], after: i64) {
         mib / typed,
         mib / bare,
         bare / typed
+    );
+}
+
+/// The clean path before and after per-record handling, and the repair path, alternating
+/// 1000 times (fastest run of each kept).
+fn interleaved_old_new(body: &[u8], spoiled: &[u8], after: i64) {
+    use std::time::Instant;
+    let (mut old, mut new, mut bad) = (f64::MAX, f64::MAX, f64::MAX);
+    for _ in 0..1000 {
+        let t = Instant::now();
+        std::hint::black_box(
+            old_parse::parse_data_response(std::hint::black_box(body), after).unwrap(),
+        );
+        old = old.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        std::hint::black_box(parse_data_response(std::hint::black_box(body), after).unwrap());
+        new = new.min(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        std::hint::black_box(parse_data_response(std::hint::black_box(spoiled), after).unwrap());
+        bad = bad.min(t.elapsed().as_secs_f64());
+    }
+    let mib = body.len() as f64 / 1_048_576.0;
+    println!(
+        "page_1000/interleaved: old parser clean {:.0} MiB/s, new parser clean {:.0} MiB/s (new/old time {:.3}), \
+         five spoiled records {:.0} MiB/s (spoiled/clean time {:.3}) (fastest of 1000 alternating runs each)",
+        mib / old,
+        mib / new,
+        new / old,
+        mib / bad,
+        bad / new
     );
 }
 

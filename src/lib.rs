@@ -18,6 +18,7 @@ pub mod budget;
 pub mod checkpoint;
 pub mod lease;
 pub mod poller;
+pub mod quarantine;
 pub mod redis_conn;
 pub mod sim;
 pub mod source;

@@ -28,6 +28,10 @@ pub struct PollOptions {
     pub page_size: u32,
     pub max_retries: u32,
     pub retry_backoff: Duration,
+    /// `source.bad_records`.
+    pub bad_records: crate::config::BadRecords,
+    /// `source.max_bad_records_per_page`: the breaker.
+    pub max_bad_records_per_page: u32,
 }
 
 impl PollOptions {
@@ -39,6 +43,8 @@ impl PollOptions {
             page_size: s.poll.page_size,
             max_retries: s.source.max_retries,
             retry_backoff: Duration::from_millis(s.source.retry_backoff_ms),
+            bad_records: s.source.bad_records,
+            max_bad_records_per_page: s.source.max_bad_records_per_page,
         }
     }
 }
@@ -93,6 +99,10 @@ pub struct Tick {
     pub outcome: TickOutcome,
     pub pages: u32,
     pub actions: u64,
+    /// Records held back in the quarantine this tick.
+    pub quarantined: u64,
+    /// Records repaired (decoded from windows-1250) and stored this tick.
+    pub repaired: u64,
     /// Requests sent (granted by the budget).
     pub requests: u32,
     pub checkpoint: Option<i64>,
@@ -195,6 +205,8 @@ impl Poller {
             outcome: TickOutcome::CaughtUp,
             pages: 0,
             actions: 0,
+            quarantined: 0,
+            repaired: 0,
             requests: 0,
             checkpoint: None,
             head: None,
@@ -265,6 +277,7 @@ impl Poller {
             TickOutcome::CaughtUp | TickOutcome::BatchLimit | TickOutcome::Interrupted => {
                 tracing::info!(
                     outcome = o.name(), pages = t.pages, actions = t.actions, requests = t.requests,
+                    quarantined = t.quarantined, repaired = t.repaired,
                     checkpoint = ?t.checkpoint, head = ?t.head, "tick"
                 )
             }
@@ -393,6 +406,9 @@ impl Poller {
             if page.is_empty() {
                 return TickOutcome::CaughtUp;
             }
+            if let Some(o) = self.judge_spoiled(&page) {
+                return o;
+            }
             // The store checks the epoch and the checkpoint in the same transaction.
             match self.store.write_page(grant.epoch, checkpoint, &page).await {
                 Ok(_) => {}
@@ -411,11 +427,17 @@ impl Poller {
                     };
                 }
             }
-            checkpoint = page.last_id();
-            t.checkpoint = checkpoint;
             t.pages += 1;
-            t.actions += page.len() as u64;
+            t.actions += page.records.len() as u64;
+            self.note_spoiled(&page, t);
             self.stored.notify_one();
+            // A page of nothing but records held back below the ID asked after moves
+            // nothing: the register has nothing new after the checkpoint.
+            let Some(moved) = page.last_id() else {
+                return TickOutcome::CaughtUp;
+            };
+            checkpoint = Some(moved);
+            t.checkpoint = checkpoint;
             let last = checkpoint.unwrap_or(after);
             // At or past the known head: done for now. A short page below the head is not
             // the end (page sizes mid-stream are not guaranteed).
@@ -425,6 +447,59 @@ impl Poller {
             }
         }
         TickOutcome::BatchLimit
+    }
+
+    /// The breaker and the strict rule, before a page with spoiled records is stored:
+    /// `Some` stops the tick before the page (nothing of it is stored).
+    fn judge_spoiled(&self, page: &Page) -> Option<TickOutcome> {
+        let first = page.spoiled.first()?;
+        if self.opts.bad_records == crate::config::BadRecords::Stop {
+            return Some(TickOutcome::SourceError {
+                class: "invalid".into(),
+                after: page.after,
+                error: SourceError::Invalid(crate::source::parse::strict_message(first))
+                    .to_string(),
+            });
+        }
+        let n = page.spoiled.len();
+        if n <= self.opts.max_bad_records_per_page as usize {
+            return None;
+        }
+        let mut reasons = std::collections::BTreeMap::<&str, usize>::new();
+        for s in &page.spoiled {
+            *reasons.entry(s.reason.as_str()).or_default() += 1;
+        }
+        let reasons: Vec<String> = reasons.iter().map(|(r, n)| format!("{r}={n}")).collect();
+        Some(TickOutcome::SourceError {
+            class: "spoiled".into(),
+            after: page.after,
+            error: format!(
+                "the page after {} has {n} spoiled records, more than \
+                 source.max_bad_records_per_page ({}): the format may have changed ({})",
+                page.after,
+                self.opts.max_bad_records_per_page,
+                reasons.join(", ")
+            ),
+        })
+    }
+
+    /// One log line and one count per spoiled record of a stored page: the action ID and
+    /// the reason, never a value (no personal data).
+    fn note_spoiled(&self, page: &Page, t: &mut Tick) {
+        for s in &page.spoiled {
+            let reason = s.reason.as_str();
+            if s.reason.is_repair() {
+                t.repaired += 1;
+                metrics::counter!("isir_source_records_repaired_total", "reason" => reason)
+                    .increment(1);
+                tracing::info!(action_id = ?s.id, reason, "record repaired and stored; its bytes as received are kept");
+            } else {
+                t.quarantined += 1;
+                metrics::counter!("isir_source_records_quarantined_total", "reason" => reason)
+                    .increment(1);
+                tracing::warn!(action_id = ?s.id, reason, detail = %s.detail, "record held back in the quarantine");
+            }
+        }
     }
 
     /// One page, with retries of retryable failures (each retry is a request).

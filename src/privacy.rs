@@ -402,6 +402,15 @@ pub fn erasable(p: &Person) -> bool {
 /// whole by an empty note of schema `redacted`: what cannot be read cannot be kept.
 /// `None` when the note is already so.
 pub fn redact_note(note: &str) -> Option<String> {
+    redact_note_inner(note)
+}
+
+/// What the detail of a quarantine row of an erased case says once its bytes are
+/// removed (the erasure and snapshots without `--include-pii` remove them: a record
+/// that did not parse cannot be redacted field by field).
+pub const QUARANTINE_ERASED: &str = " (bytes removed: the case is erased under § 425)";
+
+fn redact_note_inner(note: &str) -> Option<String> {
     let d = match crate::source::parse::parse_note(note) {
         Ok(mut d) => {
             if let Some(p) = d.person.as_mut().filter(|p| erasable(p)) {

@@ -46,6 +46,10 @@ pub struct Status {
     pub phase: Option<String>,
     pub checkpoint: Option<i64>,
     pub stored_actions: i64,
+    /// Records of the feed held back in the quarantine (not in the replica).
+    pub quarantined: i64,
+    /// Records repaired from windows-1250 and stored (their bytes kept in the quarantine).
+    pub repaired: i64,
     pub epoch: i64,
     pub lease: Result<LeaseInfo, String>,
     pub budget: Result<BudgetUsage, String>,
@@ -129,6 +133,7 @@ pub fn human(secs: i64) -> String {
 pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
     let st: WriterState = app.store.writer_state().await?;
     let stored = app.store.count_actions().await?;
+    let (quarantined, repaired) = app.store.quarantine_counts().await?;
     let ticks = app.store.recent_ticks(10).await?;
     let lag_ids = match (st.head_id, st.checkpoint) {
         (Some(h), Some(c)) => Some((h - c).max(0)),
@@ -165,6 +170,8 @@ pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
         phase,
         checkpoint: st.checkpoint,
         stored_actions: stored,
+        quarantined,
+        repaired,
         epoch: st.epoch,
         lease: app.lease.show().await.map_err(|e| e.to_string()),
         budget: app.budget.usage().await.map_err(|e| e.to_string()),
@@ -216,6 +223,11 @@ impl Status {
         let _ = writeln!(o, "phase        {}", self.phase.as_deref().unwrap_or("-"));
         let _ = writeln!(o, "checkpoint   {}", opt(self.checkpoint));
         let _ = writeln!(o, "stored       {} actions", self.stored_actions);
+        let _ = writeln!(
+            o,
+            "quarantine   {} held back, {} repaired (isir quarantine list)",
+            self.quarantined, self.repaired
+        );
         let _ = writeln!(o, "epoch        {}", self.epoch);
         match &self.lease {
             Ok(l) => {

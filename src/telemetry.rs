@@ -119,6 +119,18 @@ pub const CATALOGUE: &[(&str, Kind, Option<Unit>, &str)] = &[
         "Actions stored by this process's poller (new rows; a repeated page adds none).",
     ),
     (
+        "isir_source_records_quarantined_total",
+        Kind::Counter,
+        None,
+        "Records of the feed held back in the quarantine by this process's poller (not stored; the checkpoint moved past them), by reason (encoding, missing_field, bad_value, out_of_order).",
+    ),
+    (
+        "isir_source_records_repaired_total",
+        Kind::Counter,
+        None,
+        "Records of the feed repaired by this process's poller (windows-1250 letters decoded; stored, their bytes as received kept), by reason (cp1250).",
+    ),
+    (
         "isir_source_requests_total",
         Kind::Counter,
         None,

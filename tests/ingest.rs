@@ -116,6 +116,7 @@ async fn idempotence_order_and_checkpoint_mismatch() {
         let empty = Page {
             after: p2.last_id().unwrap(),
             records: vec![],
+            spoiled: vec![],
         };
         assert_eq!(store.write_page(e, p2.last_id(), &empty).await.unwrap(), 0);
         assert_eq!(store.checkpoint().await.unwrap(), p2.last_id());

@@ -41,6 +41,11 @@ pub(crate) async fn case(
     let cn = case_number(&year, &number)?;
     let (mut tx, wm) = watermark::open_single(&state).await?;
     let doc = queries::case_doc_text(&mut tx, &cn).await?;
+    let held = if doc.is_some() {
+        queries::quarantined_actions(&mut tx, &cn).await?
+    } else {
+        0
+    };
     tx.commit().await?;
     let Some(case) = doc else {
         return Err(Problem::not_found(format!(
@@ -61,11 +66,17 @@ pub(crate) async fn case(
             .map_err(Problem::internal)?
     };
     let wm_json = serde_json::to_string(&wm).map_err(Problem::internal)?;
-    let etag = super::format::weak_etag(&[b"case", case.as_bytes()]);
+    // Present only when an action of the case is held back (the case is incomplete).
+    let held = if held > 0 {
+        format!(",\"quarantined_actions\":{held}")
+    } else {
+        String::new()
+    };
+    let etag = super::format::weak_etag(&[b"case", case.as_bytes(), held.as_bytes()]);
     Ok(respond_text(
         &wm,
         &headers,
-        format!("{{\"case\":{case},\"watermark\":{wm_json}}}"),
+        format!("{{\"case\":{case}{held},\"watermark\":{wm_json}}}"),
         etag,
     ))
 }

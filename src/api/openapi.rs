@@ -43,6 +43,10 @@ pub struct Event {
 #[allow(dead_code)]
 pub struct CaseAnswer {
     pub case: CaseDoc,
+    /// How many actions of this case the replica holds back in its quarantine (records
+    /// of the feed that did not parse); present only when there are some: the case is
+    /// then incomplete.
+    pub quarantined_actions: Option<i64>,
     pub watermark: Watermark,
 }
 

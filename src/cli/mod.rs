@@ -13,6 +13,7 @@ mod lease;
 mod phase;
 mod process;
 mod project;
+mod quarantine;
 mod secrets;
 mod snapshot;
 mod source;
@@ -129,6 +130,11 @@ pub enum Command {
         #[command(subcommand)]
         cmd: project::ProjectCmd,
     },
+    /// Spoiled records of the feed: list them, show one's bytes, retry the held-back ones.
+    Quarantine {
+        #[command(subcommand)]
+        cmd: quarantine::QuarantineCmd,
+    },
     /// The feed's phase (off, ingest, project, serve), stored in the database.
     Phase {
         #[command(subcommand)]
@@ -236,6 +242,7 @@ pub async fn main(cli: Cli) -> anyhow::Result<Exit> {
                 Command::Snapshot { cmd } => snapshot::run(&app, cmd).await?,
                 Command::Project { cmd } => project::run(&app, cmd).await?,
                 Command::Phase { cmd } => phase::run(&app, cmd).await?,
+                Command::Quarantine { cmd } => quarantine::run(&app, cmd).await?,
                 Command::Watch { cmd } => watch::run(&app, cmd).await?,
                 Command::Privacy { cmd } => secrets::privacy(&app, cmd).await?,
                 Command::Db { cmd } => secrets::db(&app, cmd).await?,

@@ -335,6 +335,28 @@ pub struct SourceSettings {
     pub max_retries: u32,
     /// First backoff between retries (doubles each time). 2 s.
     pub retry_backoff_ms: u64,
+    /// What a spoiled record of a page does (issue 40): `quarantine` (the default: one
+    /// record never stops the feed; a windows-1250 letter is repaired, a record that
+    /// does not parse is held back in the quarantine table and the checkpoint moves past
+    /// it) or `stop` (the strict behaviour before: any spoiled record fails the page and
+    /// the tick, for those who prefer a stopped feed to an incomplete one).
+    pub bad_records: BadRecords,
+    /// The breaker: more spoiled records (repaired or held back) than this in one page
+    /// means the format changed, not a freak record: the tick stops before that page,
+    /// storing nothing of it. 10: a page has up to 1000 records; a handful of mangled
+    /// letters a page is what public clients report, a changed schema spoils them all.
+    pub max_bad_records_per_page: u32,
+}
+
+/// `source.bad_records`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum BadRecords {
+    /// Repair or hold back a spoiled record and store the rest of the page.
+    #[default]
+    Quarantine,
+    /// Fail the page on any spoiled record (the strict behaviour).
+    Stop,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -424,6 +446,8 @@ impl Default for SourceSettings {
             max_body_bytes: 32 * 1024 * 1024,
             max_retries: 3,
             retry_backoff_ms: 2000,
+            bad_records: BadRecords::Quarantine,
+            max_bad_records_per_page: 10,
         }
     }
 }

@@ -475,5 +475,16 @@ async fn redact_replica(tx: &mut Tx, case: &str, upto: i64) -> Result<(), Projec
         )
         .await?;
     }
+    // The case's quarantine rows up to `upto` (held back or repaired) lose their bytes
+    // as received: a record that did not parse cannot be redacted field by field.
+    tx.exec(
+        &format!(
+            "UPDATE quarantine SET raw = substr(raw, 1, 0), detail = detail || '{}' \
+             WHERE case_number = $1 AND action_id <= $2 AND length(raw) > 0",
+            crate::privacy::QUARANTINE_ERASED
+        ),
+        &[case.into(), upto.into()],
+    )
+    .await?;
     Ok(())
 }

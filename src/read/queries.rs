@@ -27,6 +27,18 @@ pub async fn case_doc_text(tx: &mut Tx, case_number: &str) -> Result<Option<Stri
         .pop())
 }
 
+/// How many actions of a case are held back in the quarantine (the read model
+/// `case_quarantine`, written by the poller with the quarantine; never the replica).
+pub async fn quarantined_actions(tx: &mut Tx, case_number: &str) -> Result<i64, Problem> {
+    Ok(tx
+        .int(
+            "SELECT held FROM case_quarantine WHERE case_number = $1",
+            &[case_number.into()],
+        )
+        .await?
+        .unwrap_or(0))
+}
+
 /// One case document.
 pub async fn case_doc(tx: &mut Tx, case_number: &str) -> Result<Option<Value>, Problem> {
     let doc = tx

@@ -1,4 +1,6 @@
-//! Faults the simulator can inject: at given request numbers or at a random rate.
+//! Faults the simulator can inject: at given request numbers or at a random rate, and
+//! record-level defects at given positions of the stream (`KIND@rN`: the N-th action,
+//! 1-based, is sent spoiled whenever a page holds it; see `spoil`).
 //!
 //! Owns the fault plan and its parsing from the command line (`--faults`). It decides
 //! which fault a request gets; `sim::server` produces it.
@@ -7,6 +9,8 @@ use std::collections::BTreeMap;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+pub use super::spoil::RecordDefect;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -72,6 +76,8 @@ pub struct FaultPlan {
     /// Probability that any other request gets a random fault from `kinds`.
     pub rate: f64,
     pub kinds: Vec<FaultKind>,
+    /// Record defects by position of the action in the stream (1-based).
+    pub records: BTreeMap<u64, RecordDefect>,
     rng: StdRng,
 }
 
@@ -81,6 +87,7 @@ impl Default for FaultPlan {
             at: BTreeMap::new(),
             rate: 0.0,
             kinds: FaultKind::ALL.to_vec(),
+            records: BTreeMap::new(),
             rng: StdRng::seed_from_u64(0),
         }
     }
@@ -98,14 +105,25 @@ impl FaultPlan {
 
     pub fn random(rate: f64, kinds: Vec<FaultKind>, seed: u64) -> Self {
         Self {
-            at: BTreeMap::new(),
             rate,
             kinds,
             rng: StdRng::seed_from_u64(seed),
+            ..Self::default()
         }
     }
 
-    /// Parses `500@3,truncate@5,rate=0.1,kinds=500+reset,seed=7`.
+    /// Spoils the `n`-th action of the stream (1-based) with `defect` whenever it is sent.
+    pub fn record(mut self, n: u64, defect: RecordDefect) -> Self {
+        self.records.insert(n, defect);
+        self
+    }
+
+    /// The defect of the action at 0-based position `i` of the stream, if any.
+    pub fn defect_at(&self, i: usize) -> Option<RecordDefect> {
+        self.records.get(&(i as u64 + 1)).copied()
+    }
+
+    /// Parses `500@3,truncate@5,rate=0.1,kinds=500+reset,seed=7,cp1250@r12,nocase@r40`.
     pub fn parse(spec: &str) -> Result<Self, String> {
         let mut p = FaultPlan::default();
         let mut seed = 0u64;
@@ -122,6 +140,19 @@ impl FaultPlan {
                     .collect::<Result<_, _>>()?;
             } else if let Some(s) = part.strip_prefix("seed=") {
                 seed = s.parse().map_err(|_| format!("bad fault seed {s:?}"))?;
+            } else if let Some((k, n)) = part
+                .split_once('@')
+                .and_then(|(k, n)| Some((k, n.strip_prefix('r')?)))
+            {
+                let d =
+                    RecordDefect::parse(k).ok_or_else(|| format!("unknown record defect {k:?}"))?;
+                let n: u64 = n
+                    .parse()
+                    .map_err(|_| format!("bad stream position {n:?}"))?;
+                if n == 0 {
+                    return Err("stream positions start at 1".into());
+                }
+                p.records.insert(n, d);
             } else if let Some((k, n)) = part.split_once('@') {
                 let kind =
                     FaultKind::parse(k).ok_or_else(|| format!("unknown fault kind {k:?}"))?;
@@ -129,8 +160,9 @@ impl FaultPlan {
                 p.at.insert(n, kind);
             } else {
                 return Err(format!(
-                    "bad fault spec {part:?}: expected KIND@N, rate=R, kinds=K+K or seed=S \
-                     (kinds: 500, truncate, fault, chyba, garbage, slow, reset)"
+                    "bad fault spec {part:?}: expected KIND@N, DEFECT@rN, rate=R, kinds=K+K or seed=S \
+                     (kinds: 500, truncate, fault, chyba, garbage, slow, reset; record defects: \
+                     cp1250, cp1250note, nocase, badnumber, backid, undecodable)"
                 ));
             }
         }
@@ -167,6 +199,13 @@ mod tests {
         );
         assert!(random.len() > 50 && random.len() < 140);
         assert!(FaultPlan::parse("boom@1").is_err());
+        let p = FaultPlan::parse("cp1250@r1,nocase@r7,500@2").unwrap();
+        assert_eq!(p.defect_at(0), Some(RecordDefect::Cp1250));
+        assert_eq!(p.defect_at(6), Some(RecordDefect::NoCase));
+        assert_eq!(p.defect_at(1), None);
+        assert_eq!(p.at.get(&2), Some(&FaultKind::Http500));
+        assert!(FaultPlan::parse("cp1250@r0").is_err());
+        assert!(FaultPlan::parse("boom@r3").is_err());
         assert!(FaultPlan::parse("rate=2").is_err());
     }
 }

@@ -9,6 +9,7 @@ pub mod faults;
 mod names;
 mod render;
 pub mod server;
+pub mod spoil;
 pub mod stream;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -103,6 +104,8 @@ pub(crate) struct Inner {
     extra: Mutex<usize>,
     counters: Mutex<Counters>,
     faults: Mutex<FaultPlan>,
+    /// The spoiled records served, by action ID: their bytes exactly as sent.
+    spoiled_sent: Mutex<BTreeMap<i64, Vec<u8>>>,
 }
 
 /// A debtor of the simulated register ([`Simulator::truth_debtors`]).
@@ -143,6 +146,7 @@ impl Simulator {
                     log: VecDeque::new(),
                 }),
                 faults: Mutex::new(faults),
+                spoiled_sent: Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -179,15 +183,28 @@ impl Simulator {
 
     /// Ground truth: the published actions with an ID above `after`, at most `limit`.
     pub fn truth_after(&self, after: i64, limit: usize) -> Vec<Action> {
+        self.page_after(after, limit).1
+    }
+
+    /// The published actions above `after`, at most `limit`, with the 0-based position
+    /// of the first in the stream.
+    pub(crate) fn page_after(&self, after: i64, limit: usize) -> (usize, Vec<Action>) {
         let n = self.ensure();
         let g = self.inner.generator.read().unwrap();
         let evs = &g.events[..n];
         let start = evs.partition_point(|e| e.id <= after);
-        evs[start..]
+        let page = evs[start..]
             .iter()
             .take(limit)
             .map(|e| g.render(e))
-            .collect()
+            .collect();
+        (start, page)
+    }
+
+    /// The spoiled records served so far (record defects of the fault plan), by action
+    /// ID, with their bytes exactly as sent (the last time each was sent).
+    pub fn spoiled_sent(&self) -> BTreeMap<i64, Vec<u8>> {
+        self.inner.spoiled_sent.lock().unwrap().clone()
     }
 
     /// Ground truth: every published action.

@@ -32,7 +32,8 @@ pub fn router(sim: Simulator) -> Router {
 
 const XML: &str = "text/xml; charset=utf-8";
 
-fn xml(status: StatusCode, body: String) -> Response {
+fn xml(status: StatusCode, body: impl Into<Body>) -> Response {
+    let body: Body = body.into();
     (status, [(header::CONTENT_TYPE, XML)], body).into_response()
 }
 
@@ -201,13 +202,24 @@ async fn soap(State(sim): State<Simulator>, body: Bytes) -> Response {
     }
     let (answer, records, last) = match req {
         Req::AfterId(after) => {
-            let page = sim.truth_after(*after, inner.opts.page);
+            let (first, page) = sim.page_after(*after, inner.opts.page);
             let last = page.last().map(|a| a.id);
-            (write::data_response(&page), page.len(), last)
+            let body = {
+                let plan = inner.faults.lock().unwrap();
+                if plan.records.is_empty() {
+                    write::data_response(&page).into_bytes()
+                } else {
+                    let (body, sent) =
+                        super::spoil::render_page(&page, first, |i| plan.defect_at(i));
+                    inner.spoiled_sent.lock().unwrap().extend(sent);
+                    body
+                }
+            };
+            (body, page.len(), last)
         }
         Req::LastId => {
             let head = sim.head_id().unwrap_or(0);
-            (write::last_id_response(head), 0, Some(head))
+            (write::last_id_response(head).into_bytes(), 0, Some(head))
         }
     };
     match fault {
@@ -226,7 +238,7 @@ async fn produce_fault(
     sim: &Simulator,
     k: FaultKind,
     last_id_op: bool,
-    answer: String,
+    answer: Vec<u8>,
 ) -> Response {
     match k {
         FaultKind::Http500 => (
@@ -236,11 +248,12 @@ async fn produce_fault(
         )
             .into_response(),
         FaultKind::Truncate => {
+            // Cut at a character boundary (before any byte of a UTF-8 sequence's tail).
             let mut cut = answer.len() / 2;
-            while !answer.is_char_boundary(cut) {
+            while cut > 0 && answer[cut] & 0xc0 == 0x80 {
                 cut -= 1;
             }
-            xml(StatusCode::OK, answer[..cut].to_string())
+            xml(StatusCode::OK, answer[..cut].to_vec())
         }
         FaultKind::SoapFault => xml(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -188,6 +188,7 @@ pub(super) async fn create_in(
         c.sha256 = close_chunk(w)?;
         chunks.push(c);
     }
+    let quarantine = super::quarantine::write(&mut tx, dir, after, &erased).await?;
     tx.commit().await?;
     drop(bar);
     let m = SnapshotManifest {
@@ -202,6 +203,7 @@ pub(super) async fn create_in(
         chunks,
         include_pii,
         redacted_cases: erased.len() as i64,
+        quarantine: Some(quarantine),
     };
     let text = serde_json::to_string_pretty(&m).unwrap_or_default();
     let mut f = crate::privacy::create_private_file(&dir.join("manifest.json"))?;

@@ -23,7 +23,10 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 mod create;
+mod quarantine;
 mod restore;
+
+pub use quarantine::QuarantineFile;
 
 pub use create::create;
 pub use restore::{Restored, restore};
@@ -83,6 +86,10 @@ pub struct SnapshotManifest {
     /// The erased cases whose notes were redacted.
     #[serde(default)]
     pub redacted_cases: i64,
+    /// The quarantine's rows (spoiled records of the feed, with their bytes); absent in
+    /// snapshots made before the quarantine existed.
+    #[serde(default)]
+    pub quarantine: Option<QuarantineFile>,
 }
 
 pub(super) fn yes() -> bool {
@@ -134,7 +141,12 @@ pub(super) type ChunkWriter =
     flate2::write::GzEncoder<HashWrite<std::io::BufWriter<std::fs::File>>>;
 
 pub(super) fn open_chunk(dir: &Path, n: usize) -> std::io::Result<(String, ChunkWriter)> {
-    let name = format!("actions-{n:05}.ndjson.gz");
+    open_file(dir, &format!("actions-{n:05}.ndjson.gz"))
+}
+
+/// A compressed, checksummed file of the snapshot, named `name`.
+pub(super) fn open_file(dir: &Path, name: &str) -> std::io::Result<(String, ChunkWriter)> {
+    let name = name.to_string();
     // A snapshot holds personal data: its files are its owner's only.
     let f = crate::privacy::create_private_file(&dir.join(&name))?;
     Ok((

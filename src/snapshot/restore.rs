@@ -218,6 +218,9 @@ pub(super) async fn load(
             m.checkpoint
         )));
     }
+    if let Some(q) = &m.quarantine {
+        super::quarantine::load(&mut tx, dir, q).await?;
+    }
     tx.exec(
         "UPDATE writer_state SET checkpoint = $1, epoch = $2, updated_at = $3 WHERE singleton = 1",
         &[m.checkpoint.into(), epoch.into(), now.into()],

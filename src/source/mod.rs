@@ -9,6 +9,7 @@ pub mod error;
 pub mod gate;
 pub mod model;
 pub mod parse;
+mod repair;
 pub mod write;
 
 pub use client::{ClientOptions, Gate, Operation, SourceClient};

@@ -215,26 +215,106 @@ pub struct Record {
     pub detail: Note,
 }
 
-/// A parsed page of the actions-after-ID operation, validated: ascending IDs, all above
-/// `after`.
+/// Why a record of a page was not stored as it came ([`Spoiled`]). The label is what
+/// metrics, logs, the quarantine table and the runbook use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpoilReason {
+    /// Repaired and stored: a byte run that was not UTF-8 decoded as windows-1250.
+    Cp1250,
+    /// Held back: bytes that are neither UTF-8 nor windows-1250 text.
+    Encoding,
+    /// Held back: a field the schema requires is missing (or the ID is).
+    MissingField,
+    /// Held back: a value of the wrong type (`cisloVOddilu` not a number, `id` not a number).
+    BadValue,
+    /// Held back: its ID is not above the one before it in the page (or the ID asked after).
+    OutOfOrder,
+}
+
+impl SpoilReason {
+    pub const ALL: [SpoilReason; 5] = [
+        SpoilReason::Cp1250,
+        SpoilReason::Encoding,
+        SpoilReason::MissingField,
+        SpoilReason::BadValue,
+        SpoilReason::OutOfOrder,
+    ];
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpoilReason::Cp1250 => "cp1250",
+            SpoilReason::Encoding => "encoding",
+            SpoilReason::MissingField => "missing_field",
+            SpoilReason::BadValue => "bad_value",
+            SpoilReason::OutOfOrder => "out_of_order",
+        }
+    }
+    pub fn parse(s: &str) -> Option<SpoilReason> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+    /// Whether the record was repaired and stored (otherwise it is held back).
+    pub fn is_repair(self) -> bool {
+        self == SpoilReason::Cp1250
+    }
+}
+
+/// A record of a page that did not arrive sound: repaired (stored in the replica, its raw
+/// bytes kept beside it) or held back (only its raw bytes kept, in the quarantine).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spoiled {
+    /// The action ID, where one could be read.
+    pub id: Option<i64>,
+    /// The case number, where one could be read.
+    pub case_number: Option<String>,
+    pub reason: SpoilReason,
+    /// A short explanation naming the field, never its value (no personal data).
+    pub detail: String,
+    /// The record's bytes exactly as received, `<data>` to `</data>`.
+    pub raw: Vec<u8>,
+}
+
+/// A parsed page of the actions-after-ID operation, validated: the sound (and repaired)
+/// records in `records` ascend and are all above `after`; what was held back is in
+/// `spoiled` beside the repaired records' raw bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Page {
     /// The `idPodnetu` that was asked for.
     pub after: i64,
     pub records: Vec<Record>,
+    /// The page's spoiled records, in the order received (repaired and held back).
+    pub spoiled: Vec<Spoiled>,
 }
 
 impl Page {
+    /// The ID the checkpoint moves to when this page is stored: the highest ID of the
+    /// page, stored or held back (a held-back record is accounted for in the quarantine).
     pub fn last_id(&self) -> Option<i64> {
-        self.records.last().map(|r| r.action.id)
+        let stored = self.records.last().map(|r| r.action.id);
+        let held = self
+            .spoiled
+            .iter()
+            .filter(|s| !s.reason.is_repair())
+            .filter_map(|s| s.id)
+            .filter(|id| *id > self.after)
+            .max();
+        stored.max(held)
     }
+    /// Records received, stored or held back.
     pub fn len(&self) -> usize {
-        self.records.len()
+        self.records.len() + self.held().count()
     }
     pub fn is_empty(&self) -> bool {
-        self.records.is_empty()
+        self.records.is_empty() && self.spoiled.is_empty()
     }
     pub fn actions(&self) -> impl Iterator<Item = &Action> {
         self.records.iter().map(|r| &r.action)
+    }
+    /// The records held back (not stored in the replica).
+    pub fn held(&self) -> impl Iterator<Item = &Spoiled> {
+        self.spoiled.iter().filter(|s| !s.reason.is_repair())
+    }
+    /// The records repaired (stored, their raw bytes kept).
+    pub fn repaired(&self) -> impl Iterator<Item = &Spoiled> {
+        self.spoiled.iter().filter(|s| s.reason.is_repair())
     }
 }

@@ -2,7 +2,15 @@
 //!
 //! Owns the reading of bytes into [`Page`], the newest ID and [`Detail`]. It matches on
 //! local names and namespace URIs, never on prefixes; ignores unknown elements; keeps
-//! every value verbatim. A page is accepted whole or not at all. It never performs I/O.
+//! every value verbatim. It never performs I/O.
+//!
+//! The envelope is accepted whole or not at all (not XML, truncated, a Fault, a `CHYBA`
+//! status fail the page). A `data` record is judged alone: a record missing a required
+//! field, holding a value of the wrong type, or out of ID order is kept aside as
+//! [`Spoiled`] with its raw bytes, and the page's other records are returned as usual.
+//! A body that is UTF-8 takes the fast path (one SIMD check, texts cut from it); only a
+//! body that is not is repaired first (`repair`: windows-1250 letters decoded where they
+//! sit, undecodable bytes cut out and their record held back).
 
 use std::borrow::Cow;
 
@@ -174,8 +182,22 @@ impl Expect {
     }
 }
 
+/// One `data` record as read: where it lies in the text parsed, and what it gave.
+struct RawRecord {
+    span: std::ops::Range<usize>,
+    parsed: Result<Record, RecordFault>,
+}
+
+/// Why one record could not be made an action; the page goes on.
+struct RecordFault {
+    id: Option<i64>,
+    case_number: Option<String>,
+    reason: SpoilReason,
+    detail: String,
+}
+
 enum Answer {
-    Data(Vec<Record>),
+    Data(Vec<RawRecord>),
     LastId(Option<i64>),
 }
 
@@ -187,27 +209,176 @@ struct Status {
 }
 
 /// Parses an answer of the actions-after-ID operation, validating it against the
-/// requested `after`: records strictly ascending and all above `after`.
+/// requested `after`: the records returned strictly ascend, all above `after`. A record
+/// that fails alone (a required field missing, a value of the wrong type, its ID out of
+/// order, bytes neither UTF-8 nor windows-1250) is returned in [`Page::spoiled`] with
+/// its bytes as received, as is a record repaired from windows-1250 (which is also in
+/// `records`). Failures of the envelope are errors, as before.
 pub fn parse_data_response(body: &[u8], after: i64) -> Result<Page, SourceError> {
-    let records = match parse_envelope(body, Expect::Data)? {
+    // The fast path: one UTF-8 check of the whole body (SIMD: the body is mostly ASCII
+    // with Czech letters in it); every text is then cut from it as it is.
+    if let Ok(src) = simdutf8::basic::from_utf8(body) {
+        let raws = data_records(parse_envelope_str(src, body.len(), Expect::Data)?);
+        return Ok(assemble(raws, after, |span| span, &[], body));
+    }
+    // Not UTF-8 (or cut inside a character): repair, then parse the repaired text.
+    let fixed = super::repair::repair(body);
+    let first_bad = fixed.runs.first().map(|r| r.orig);
+    let raws = match parse_envelope_str(&fixed.text, body.len(), Expect::Data) {
+        Ok(a) => data_records(a),
+        // A truncated body stays truncated; any other failure of the envelope is blamed
+        // on the first sequence that was not UTF-8, as the strict check did.
+        Err(e @ SourceError::Retryable(_)) => return Err(e),
+        Err(e) => {
+            return Err(match first_bad {
+                Some(at) => SourceError::Invalid(format!("the body is not UTF-8 at byte {at}")),
+                None => e,
+            });
+        }
+    };
+    // A sequence that is not UTF-8 outside every record: the envelope is damaged.
+    for run in &fixed.runs {
+        if !raws.iter().any(|r| r.span.contains(&run.new)) {
+            return Err(SourceError::Invalid(format!(
+                "the body is not UTF-8 at byte {}",
+                run.orig
+            )));
+        }
+    }
+    let map = |span: std::ops::Range<usize>| fixed.to_orig(span.start)..fixed.to_orig(span.end);
+    Ok(assemble(raws, after, map, &fixed.runs, body))
+}
+
+/// [`parse_data_response`] with today's strict rule (`source.bad_records = "stop"`): any
+/// spoiled record, repaired or not, fails the page as invalid, naming the first.
+pub fn parse_data_response_strict(body: &[u8], after: i64) -> Result<Page, SourceError> {
+    let page = parse_data_response(body, after)?;
+    match page.spoiled.first() {
+        None => Ok(page),
+        Some(s) => Err(SourceError::Invalid(strict_message(s))),
+    }
+}
+
+/// One kept record's bytes (`<data>` to `</data>`, as the quarantine holds them) parsed
+/// again alone, as the poller would parse it in a page: the record, and whether it had
+/// to be repaired; `Err` with the spoiled record when it still does not parse.
+pub fn parse_record(raw: &[u8]) -> Result<(Record, bool), Box<Spoiled>> {
+    let (head, tail) = super::write::data_response_around();
+    let mut body = Vec::with_capacity(head.len() + raw.len() + tail.len());
+    body.extend_from_slice(head.as_bytes());
+    body.extend_from_slice(raw);
+    body.extend_from_slice(tail.as_bytes());
+    let not_one = |detail: String| Spoiled {
+        id: None,
+        case_number: None,
+        reason: SpoilReason::Encoding,
+        detail,
+        raw: raw.to_vec(),
+    };
+    let mut page = match parse_data_response(&body, i64::MIN) {
+        Ok(p) => p,
+        Err(e) => return Err(Box::new(not_one(e.to_string()))),
+    };
+    if let Some(held) = page.held().next() {
+        return Err(Box::new(held.clone()));
+    }
+    let repaired = page.repaired().next().is_some();
+    match (page.records.pop(), page.records.is_empty()) {
+        (Some(r), true) => Ok((r, repaired)),
+        _ => Err(Box::new(not_one("not exactly one data record".into()))),
+    }
+}
+
+/// How the strict rule names a spoiled record.
+pub fn strict_message(s: &Spoiled) -> String {
+    match s.id {
+        Some(id) => format!("record {id}: {} ({})", s.detail, s.reason.as_str()),
+        None => format!("a record: {} ({})", s.detail, s.reason.as_str()),
+    }
+}
+
+fn data_records(a: Answer) -> Vec<RawRecord> {
+    match a {
         Answer::Data(r) => r,
         Answer::LastId(_) => unreachable!(),
-    };
-    let mut prev = after;
-    for rec in &records {
-        if rec.action.id <= prev {
-            return Err(SourceError::Invalid(if prev == after {
-                format!(
-                    "record {} is not above the requested ID {after}",
-                    rec.action.id
-                )
-            } else {
-                format!("records not ascending: {} after {prev}", rec.action.id)
-            }));
-        }
-        prev = rec.action.id;
     }
-    Ok(Page { after, records })
+}
+
+/// The page from its records as read: order checked against `after` and the record
+/// before, repaired and undecodable runs (`runs`, in repaired-text positions) assigned
+/// to the records holding them, raw bytes cut from `body` through `map`.
+fn assemble(
+    raws: Vec<RawRecord>,
+    after: i64,
+    map: impl Fn(std::ops::Range<usize>) -> std::ops::Range<usize>,
+    runs: &[super::repair::Run],
+    body: &[u8],
+) -> Page {
+    let mut records = Vec::with_capacity(raws.len());
+    let mut spoiled = Vec::new();
+    let mut prev = after;
+    for raw in raws {
+        let (mut repaired, mut undecodable) = (false, false);
+        if !runs.is_empty() {
+            for run in runs.iter().filter(|r| raw.span.contains(&r.new)) {
+                repaired |= run.ok;
+                undecodable |= !run.ok;
+            }
+        }
+        let fault = match raw.parsed {
+            Ok(rec) if undecodable => RecordFault {
+                id: Some(rec.action.id),
+                case_number: Some(rec.action.case_number),
+                reason: SpoilReason::Encoding,
+                detail: "bytes that are neither UTF-8 nor windows-1250 text".into(),
+            },
+            Ok(rec) if rec.action.id <= prev => RecordFault {
+                id: Some(rec.action.id),
+                case_number: Some(rec.action.case_number),
+                reason: SpoilReason::OutOfOrder,
+                detail: if prev == after {
+                    format!("id is not above the requested ID {after}")
+                } else {
+                    format!("id is not above the record before it ({prev})")
+                },
+            },
+            Ok(rec) => {
+                prev = rec.action.id;
+                if repaired {
+                    spoiled.push(Spoiled {
+                        id: Some(rec.action.id),
+                        case_number: Some(rec.action.case_number.clone()),
+                        reason: SpoilReason::Cp1250,
+                        detail: "windows-1250 bytes decoded".into(),
+                        raw: body[map(raw.span)].to_vec(),
+                    });
+                }
+                records.push(rec);
+                continue;
+            }
+            Err(f) if undecodable => RecordFault {
+                reason: SpoilReason::Encoding,
+                detail: format!(
+                    "bytes that are neither UTF-8 nor windows-1250 text; {}",
+                    f.detail
+                ),
+                ..f
+            },
+            Err(f) => f,
+        };
+        spoiled.push(Spoiled {
+            id: fault.id,
+            case_number: fault.case_number,
+            reason: fault.reason,
+            detail: fault.detail,
+            raw: body[map(raw.span)].to_vec(),
+        });
+    }
+    Page {
+        after,
+        records,
+        spoiled,
+    }
 }
 
 /// Parses an answer of the newest-ID operation (the maximum of `cisloPosledniId`).
@@ -222,8 +393,7 @@ pub fn parse_last_id_response(body: &[u8]) -> Result<i64, SourceError> {
 }
 
 fn parse_envelope(body: &[u8], expect: Expect) -> Result<Answer, SourceError> {
-    // One UTF-8 check of the whole body (SIMD: the body is mostly ASCII with Czech
-    // letters in it); every text is then cut from it as it is.
+    // One UTF-8 check of the whole body; every text is then cut from it as it is.
     let src = match simdutf8::compat::from_utf8(body) {
         Ok(s) => s,
         // Cut inside a character: what is whole parses as a truncated document.
@@ -237,6 +407,11 @@ fn parse_envelope(body: &[u8], expect: Expect) -> Result<Answer, SourceError> {
             )));
         }
     };
+    parse_envelope_str(src, body.len(), expect)
+}
+
+/// Parses the envelope of `src`, the text of a body of `body_len` bytes.
+fn parse_envelope_str(src: &str, body_len: usize, expect: Expect) -> Result<Answer, SourceError> {
     let mut r = Doc::new(src);
     let mut in_envelope = false;
     let mut ns = Bindings::default();
@@ -248,13 +423,11 @@ fn parse_envelope(body: &[u8], expect: Expect) -> Result<Answer, SourceError> {
             let reached_end = at as usize >= src.len();
             Err(match e {
                 XmlError::Eof if in_envelope => SourceError::Retryable(format!(
-                    "truncated body: the document ends after {} bytes before the envelope closes",
-                    body.len()
+                    "truncated body: the document ends after {body_len} bytes before the envelope closes"
                 )),
                 XmlError::Syntax(_) if in_envelope && reached_end => {
                     SourceError::Retryable(format!(
-                        "truncated body: the document ends after {} bytes inside a tag",
-                        body.len()
+                        "truncated body: the document ends after {body_len} bytes inside a tag"
                     ))
                 }
                 XmlError::Eof => SourceError::Invalid("empty or non-SOAP body".into()),
@@ -437,9 +610,14 @@ fn wrapper(r: &mut Doc, expect: Expect) -> Result<Answer, Outcome> {
     let mut last_id: Option<i64> = None;
     let mut status: Option<Status> = None;
     loop {
+        let start = r.buffer_position() as usize;
         match r.read_event()? {
             Event::Start(e) => match e.local_name().as_ref() {
-                b"data" if expect == Expect::Data => records.push(record(r)?),
+                b"data" if expect == Expect::Data => {
+                    let parsed = record(r)?;
+                    let span = start..r.buffer_position() as usize;
+                    records.push(RawRecord { span, parsed });
+                }
                 b"cisloPosledniId" if expect == Expect::LastId => {
                     let t = leaf(r)?;
                     let v: i64 = t
@@ -496,7 +674,10 @@ fn status_block(r: &mut Doc) -> Result<Status, Outcome> {
     }
 }
 
-fn record(r: &mut Doc) -> Result<Record, Outcome> {
+/// Reads one `data` record. An error of the XML fails the page (the record's end
+/// cannot be known); a record that is well-formed but cannot be made an action gives a
+/// [`RecordFault`] and the page goes on.
+fn record(r: &mut Doc) -> Result<Result<Record, RecordFault>, Outcome> {
     let mut id: Option<Cow<str>> = None;
     let mut created = None;
     let mut published = None;
@@ -527,35 +708,76 @@ fn record(r: &mut Doc) -> Result<Record, Outcome> {
             _ => {}
         }
     }
-    let id_text = id.ok_or_else(|| invalid("a data record without id"))?;
-    let id: i64 = id_text
-        .trim()
-        .parse()
-        .map_err(|_| invalid(format!("data record id is not a number: {id_text:?}")))?;
-    let need = |v: Option<String>, name: &str| {
-        v.ok_or_else(|| invalid(format!("record {id}: required field {name} missing")))
+    let fault = |id: Option<i64>, case_number: &Option<String>, reason, detail: String| {
+        Ok(Err(RecordFault {
+            id,
+            case_number: case_number.clone(),
+            reason,
+            detail,
+        }))
     };
-    let number_in_section =
-        match number {
-            None => None,
-            Some(t) => Some(t.trim().parse::<i64>().map_err(|_| {
-                invalid(format!("record {id}: cisloVOddilu is not a number: {t:?}"))
-            })?),
-        };
+    let Some(id_text) = id else {
+        return fault(
+            None,
+            &case_number,
+            SpoilReason::MissingField,
+            "required field id missing".into(),
+        );
+    };
+    let Ok(id) = id_text.trim().parse::<i64>() else {
+        return fault(
+            None,
+            &case_number,
+            SpoilReason::BadValue,
+            "id is not a number".into(),
+        );
+    };
+    let number_in_section = match number.as_deref().map(|t| t.trim().parse::<i64>()) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => {
+            return fault(
+                Some(id),
+                &case_number,
+                SpoilReason::BadValue,
+                "cisloVOddilu is not a number".into(),
+            );
+        }
+    };
+    let required = [
+        ("datumZalozeniUdalosti", created.is_none()),
+        ("datumZverejneniUdalosti", published.is_none()),
+        ("spisovaZnacka", case_number.is_none()),
+        ("typUdalosti", type_code.is_none()),
+        ("popisUdalosti", type_name.is_none()),
+    ];
+    if let Some((name, _)) = required.iter().find(|(_, missing)| *missing) {
+        return fault(
+            Some(id),
+            &case_number,
+            SpoilReason::MissingField,
+            format!("required field {name} missing"),
+        );
+    }
+    let (Some(created), Some(published), Some(case_number), Some(type_code), Some(type_name)) =
+        (created, published, case_number, type_code, type_name)
+    else {
+        unreachable!("checked above");
+    };
     let action = Action {
         id,
-        created: need(created, "datumZalozeniUdalosti")?,
-        published: need(published, "datumZverejneniUdalosti")?,
+        created,
+        published,
         document_url,
-        case_number: need(case_number, "spisovaZnacka")?,
-        type_code: need(type_code, "typUdalosti")?,
-        type_name: need(type_name, "popisUdalosti")?,
+        case_number,
+        type_code,
+        type_name,
         section,
         number_in_section,
         note,
     };
     let detail = note_of(action.note.as_deref());
-    Ok(Record { action, detail })
+    Ok(Ok(Record { action, detail }))
 }
 
 /// Stored actions with their details parsed again (projections read the replica so).

@@ -84,6 +84,15 @@ pub fn data_response<'a>(actions: impl IntoIterator<Item = &'a Action>) -> Strin
     out
 }
 
+/// A whole answer with status OK cut where its records go: (what comes before the
+/// first `data`, what comes after the last). The simulator splices spoiled records in;
+/// the quarantine wraps a kept record in it to parse it again.
+pub fn data_response_around() -> (String, String) {
+    let clean = data_response(std::iter::empty());
+    let split = clean.find("<status>").unwrap_or(clean.len());
+    (clean[..split].to_string(), clean[split..].to_string())
+}
+
 /// An answer with status `CHYBA` for either operation.
 pub fn chyba_response(last_id_op: bool, code: &str, text: &str) -> String {
     let wrapper = if last_id_op {

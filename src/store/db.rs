@@ -11,7 +11,7 @@ use sqlx::{PgPool, QueryBuilder, Row, SqlitePool};
 
 use super::*;
 use crate::checkpoint;
-use crate::source::model::{Action, Page};
+use crate::source::model::{Action, Page, Spoiled};
 
 /// The replica store on one of the two back ends. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -35,7 +35,7 @@ macro_rules! fetch_actions {
     };
 }
 
-pub(super) const ACTION_COLUMNS: &str = "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
+pub(crate) const ACTION_COLUMNS: &str = "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
 
 /// The page cache of every SQLite connection, in KiB as `PRAGMA cache_size` takes it
 /// (negative): 32 MiB (the default is 2 MiB): projection indexes take random inserts,
@@ -240,8 +240,12 @@ impl Store {
     }
 
     /// Stores `page` and moves the checkpoint to its last ID in one transaction, if the
-    /// store's checkpoint is `expected` and `epoch` is not below the store's. Idempotent
-    /// by ID. An empty page changes nothing. Returns the number of rows inserted.
+    /// store's checkpoint is `expected` and `epoch` is not below the store's: its sound
+    /// and repaired records in `actions`, its spoiled records in `quarantine` (and the
+    /// held-back ones counted per case in `case_quarantine`). The checkpoint moves past
+    /// a held-back record too ([`Page::last_id`]). Idempotent by ID (and, for spoiled
+    /// records, by ID and bytes). An empty page changes nothing. Returns the number of
+    /// actions inserted.
     pub async fn write_page(
         &self,
         epoch: i64,
@@ -249,8 +253,15 @@ impl Store {
         page: &Page,
     ) -> Result<u64, StoreError> {
         let actions: Vec<&Action> = page.actions().collect();
-        self.write_actions(epoch, expected, page.after, &actions)
-            .await
+        self.write_batch(
+            epoch,
+            expected,
+            page.after,
+            &actions,
+            &page.spoiled,
+            page.last_id(),
+        )
+        .await
     }
 
     /// As [`Store::write_page`], for actions given directly (snapshot restore).
@@ -261,6 +272,20 @@ impl Store {
         after: i64,
         actions: &[&Action],
     ) -> Result<u64, StoreError> {
+        let last = actions.last().map(|a| a.id);
+        self.write_batch(epoch, expected, after, actions, &[], last)
+            .await
+    }
+
+    async fn write_batch(
+        &self,
+        epoch: i64,
+        expected: Option<i64>,
+        after: i64,
+        actions: &[&Action],
+        spoiled: &[Spoiled],
+        last: Option<i64>,
+    ) -> Result<u64, StoreError> {
         let now = now_ms();
         write_tx!(self, |tx, lock| {
             let sql =
@@ -270,7 +295,47 @@ impl Store {
             let current: i64 = row.try_get(1)?;
             checkpoint::admit(found, current, expected, epoch)?;
             checkpoint::follows(found, after, actions.iter().map(|a| a.id))?;
-            let Some(last) = actions.last().map(|a| a.id) else {
+            for s in spoiled {
+                let held = !s.reason.is_repair();
+                let known: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM quarantine WHERE action_id IS NOT DISTINCT FROM $1 AND raw = $2",
+                )
+                .bind(s.id)
+                .bind(&s.raw)
+                .fetch_one(&mut *tx)
+                .await?;
+                if known > 0 {
+                    continue;
+                }
+                sqlx::query(
+                    "INSERT INTO quarantine (action_id, case_number, reason, detail, status, raw, page_after, received_at, epoch) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .bind(s.id)
+                .bind(s.case_number.as_deref())
+                .bind(s.reason.as_str())
+                .bind(&s.detail)
+                .bind(if held { "held" } else { "repaired" })
+                .bind(&s.raw)
+                .bind(after)
+                .bind(now)
+                .bind(epoch)
+                .execute(&mut *tx)
+                .await?;
+                if held && let Some(case) = s.case_number.as_deref() {
+                    sqlx::query(
+                        "INSERT INTO case_quarantine (case_number, held) VALUES ($1, 1) \
+                         ON CONFLICT (case_number) DO UPDATE SET held = case_quarantine.held + 1",
+                    )
+                    .bind(case)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+            }
+            let Some(last) = last else {
+                if !spoiled.is_empty() {
+                    tx.commit().await?;
+                }
                 return Ok(0);
             };
             let mut inserted = 0;

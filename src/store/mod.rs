@@ -45,8 +45,10 @@ mod db;
 pub mod direct;
 pub mod files;
 pub mod pgread;
+pub mod quarantine;
 pub mod roles;
 pub use db::*;
+pub use quarantine::{QUARANTINE_COLUMNS, QuarantineRow};
 
 /// The columns of an action as the source gives it, in the order every statement, the
 /// snapshot format and the bench dumps use.
