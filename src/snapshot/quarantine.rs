@@ -2,8 +2,9 @@
 //! with its bytes, as one gzip-compressed NDJSON file beside the action chunks, named
 //! in the manifest with its row count and SHA-256.
 //!
-//! Owns that file's format. Without `--include-pii` the bytes of an erased case's rows
-//! are left out, as the erasure leaves them out of the store
+//! Owns that file's format. The bytes of an erased case's rows are left out, with or
+//! without `--include-pii` (erasure is the law, not a scope), as the erasure leaves them
+//! out of the store
 //! ([`crate::projection::parties`]). Restore inserts the rows in the load's
 //! transaction (a row already present, same ID and bytes, is skipped) and counts the
 //! held-back ones per case again; it never moves the checkpoint.
