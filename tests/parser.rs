@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use isir::source::model::{Address, CaseBlock, CodeListEntry, Detail, Person};
 use isir::source::parse::{parse_data_response, parse_last_id_response, parse_note};
 use isir::source::{Flag, Note, SourceError};
 
@@ -353,4 +354,143 @@ fn invalid_utf8_anywhere_in_the_body_is_named_with_its_byte() {
         matches!(&r, Err(SourceError::Invalid(m)) if m == &format!("the body is not UTF-8 at byte {}", i + 1)),
         "{r:?}"
     );
+}
+
+/// A detail document of `tests/fixtures/notes`, written by hand from the protocol.
+fn note_fixture(name: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/notes")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// The hand-written detail documents, each with the [`Detail`] typed out from the same
+/// page of the protocol: the parser reads every element the protocol names, and the
+/// simulator's note writer writes exactly that document (so the simulated register is
+/// not checked only against itself).
+fn hand_written_notes() -> Vec<(&'static str, Detail)> {
+    let s = |v: &str| Some(v.to_string());
+    vec![
+        (
+            "case-every-element.xml",
+            Detail {
+                schema_version: s("1_10"),
+                origin: s("KSBRPBR"),
+                case: Some(CaseBlock {
+                    state: s("ZRUŠENO VS"),
+                    annulled: s("2026-05-04+02:00"),
+                    claims_deadline: s("2026-04-02+02:00"),
+                    ended: s("2026-06-30+02:00"),
+                }),
+                legal_force_date: s("2026-03-20+01:00"),
+                secondary_action: Some(Flag::T),
+                secondary_document: Some(Flag::F),
+                claim_section_kind: s("P"),
+                claim_section_number: s("7"),
+                creditor: s("STAVBY & SPOL S.R.O.27654321 2"),
+                valid_creditor: Some(Flag::T),
+                erroneous_claim_entry: Some(Flag::Other("X".into())),
+                administrator_appointed: s("2026-03-05+01:00"),
+                corrected_published: s("2026-03-01+01:00"),
+                struck_out: s("2026-07-01+02:00"),
+                person_id1: s("DVOŘÁKPETR  120377  1"),
+                person_id2: s("DVOŘÁKOVÁEVA140580  2"),
+                joined: s("2026-03-10+01:00"),
+                separated: s("2026-03-11+01:00"),
+                annulled: s("2026-03-12+01:00"),
+                incidental_number: s("415"),
+                incidental_kind: s("ICm"),
+                incidental_year: s("2026"),
+                incidental_senate: s("26"),
+                ..Default::default()
+            },
+        ),
+        (
+            "person-every-element.xml",
+            Detail {
+                schema_version: s("1_9"),
+                origin: s("KSOSCOS"),
+                person: Some(Person {
+                    id: "ŘEHOŘOVÁ ŽOFIE 2103  1".into(),
+                    role: s("DLUŽNÍK"),
+                    administrator_kind: s("INSOLV. SP"),
+                    name: s("Řehořová"),
+                    trade_name: s("Kadeřnictví Žofie <U Lípy>"),
+                    kind: s("PODNIKATEL"),
+                    legal_form: s("FO podnik."),
+                    first_name: s("Žofie"),
+                    title_before: s("Ing."),
+                    title_after: s("Ph.D."),
+                    ico: s("0123456789"),
+                    dic: s("CZ7551034567"),
+                    birth_number: s("755103/456"),
+                    addresses: vec![
+                        Address {
+                            kind: s("TRVALÁ"),
+                            valid_from: s("2001-09-01+02:00"),
+                            valid_to: s("2026-02-28+01:00"),
+                            city: s("Frýdek-Místek"),
+                            street: s("Třída T. G. Masaryka"),
+                            house_number: s("1142/7a"),
+                            district: s("Frýdek-Místek"),
+                            country: s("CZE"),
+                            postcode: s("738 01"),
+                            phone: s("+420 558 000 111"),
+                            fax: s("558 000 112"),
+                            text: s("vchod ze dvora"),
+                            id: s("31337"),
+                        },
+                        Address {
+                            kind: s("E-MAIL"),
+                            text: s("zofie@example.cz"),
+                            ..Default::default()
+                        },
+                    ],
+                    birth_date: s("1975-01-03+01:00"),
+                    left_case: s("2026-08-14+02:00"),
+                }),
+                secondary_action: Some(Flag::F),
+                ..Default::default()
+            },
+        ),
+        (
+            "code-list-entry.xml",
+            Detail {
+                schema_version: s("1_8"),
+                origin: s("CCA"),
+                code_list: Some(CodeListEntry {
+                    id: s("1081"),
+                    name: s("Vyhláška o zpeněžení majetku"),
+                    created: s("2014-01-01+01:00"),
+                    cancelled: s("2026-03-02+01:00"),
+                    internal: Some(Flag::T),
+                }),
+                ..Default::default()
+            },
+        ),
+    ]
+}
+
+#[test]
+fn hand_written_notes_parse_to_every_field() {
+    for (name, want) in hand_written_notes() {
+        assert_eq!(parse_note(&note_fixture(name)).unwrap(), want, "{name}");
+    }
+}
+
+#[test]
+fn the_note_writer_writes_the_hand_written_documents() {
+    // The simulator publishes its notes through `source::write::note_xml`; what it
+    // writes for each typed-out detail is the hand-written document, element for
+    // element (only the layout between elements differs).
+    for (name, detail) in hand_written_notes() {
+        let text = note_fixture(name);
+        let mut flat = String::new();
+        for line in text.lines() {
+            flat.push_str(line.trim());
+        }
+        assert_eq!(isir::source::write::note_xml(&detail), flat, "{name}");
+    }
 }

@@ -8,6 +8,7 @@
 pub mod faults;
 mod names;
 mod render;
+pub use render::TruthNote;
 pub mod server;
 pub mod spoil;
 pub mod stream;
@@ -210,6 +211,16 @@ impl Simulator {
     /// Ground truth: every published action.
     pub fn truth_all(&self) -> Vec<Action> {
         self.truth_after(i64::MIN, usize::MAX)
+    }
+
+    /// Ground truth as the generator made it: every published action without its note,
+    /// and the note's model ([`TruthNote`]) before it was written as XML. Tests of what
+    /// is built from the notes take their expectations from here, so that a field the
+    /// note writer and the parser both get wrong cannot hide.
+    pub fn truth_models(&self) -> Vec<(Action, TruthNote)> {
+        let n = self.ensure();
+        let g = self.inner.generator.read().unwrap();
+        g.events[..n].iter().map(|e| g.render_model(e)).collect()
     }
 
     /// Ground truth of the people the register names as debtors: for every case opened

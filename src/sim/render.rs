@@ -11,9 +11,33 @@ use super::stream::*;
 use crate::source::model::*;
 use crate::source::write::note_xml;
 
+/// The note of a rendered action as the generator made it, before it is written as XML.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TruthNote {
+    /// The action carries no `poznamka`.
+    Absent,
+    /// A note written from this detail (by [`note_xml`]).
+    Model(Box<Detail>),
+    /// A note written verbatim, not from a detail (a newer schema, a broken document).
+    Raw(String),
+}
+
 impl Generator {
     /// The full action of a compact event.
     pub fn render(&self, ev: &Ev) -> Action {
+        let (mut action, note) = self.render_model(ev);
+        action.note = match note {
+            TruthNote::Absent => None,
+            TruthNote::Model(d) => Some(note_xml(&d)),
+            TruthNote::Raw(s) => Some(s),
+        };
+        action
+    }
+
+    /// The action of a compact event without its note, and the note as the generator
+    /// made it: the ground truth the tests compare the projections with, independent of
+    /// the note's writer and of the parser.
+    pub fn render_model(&self, ev: &Ev) -> (Action, TruthNote) {
         let h = mix(self.seed ^ mix(ev.id as u64));
         let base = base_time() + Duration::seconds(ev.t as i64);
         // Publication can go backwards by weeks; creation is usually a little earlier,
@@ -317,7 +341,7 @@ impl Generator {
             Some((s, n)) => (Some(s.to_string()), Some(n)),
             None => (None, None),
         };
-        Action {
+        let action = Action {
             id: ev.id,
             created: time_str(created),
             published: time_str(published),
@@ -332,8 +356,14 @@ impl Generator {
             type_name,
             section,
             number_in_section,
-            note: note.then(|| raw_note.unwrap_or_else(|| note_xml(&detail))),
-        }
+            note: None,
+        };
+        let truth = match (note, raw_note) {
+            (false, _) => TruthNote::Absent,
+            (true, Some(raw)) => TruthNote::Raw(raw),
+            (true, None) => TruthNote::Model(Box::new(detail)),
+        };
+        (action, truth)
     }
 
     fn address(h: u64, natural: bool, from: DateTime<Utc>) -> Address {
