@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Mutation testing of the modules that carry the project's promises, each with the tests
+# that guard it (issue 34; the record is in docs/TESTING.md). Not in CI: a full run takes
+# hours on two cores.
+#
+#   scripts/mutants.sh                 every module below
+#   scripts/mutants.sh budget lease    only these
+#
+# Needs cargo-mutants (`cargo install cargo-mutants --locked`), and PostgreSQL and Redis
+# as for scripts/test.sh (it starts neither; ISIR_TEST_PG and ISIR_TEST_REDIS as there).
+# Results go to mutants.out/<module>/ (caught.txt, missed.txt, unviable.txt,
+# timeout.txt, outcomes.json).
+#
+# Environment:
+#   MUTANTS_IN_PLACE=1    mutate this tree in place (a scratch worktree of your own, with
+#                         a built target/: no copy per module). Without it, cargo-mutants
+#                         copies the tree and target/ for every module.
+#   MUTANTS_TIMEOUT=S     the longest a test run may take before the mutant counts as
+#                         timed out (default: cargo-mutants' own, from the baseline).
+#   MUTANTS_ITERATE=1     skip the mutants an earlier run already caught.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export ISIR_TEST_PG="${ISIR_TEST_PG:-postgres://postgres@127.0.0.1:5432/postgres}"
+export ISIR_TEST_REDIS="${ISIR_TEST_REDIS:-redis://127.0.0.1:6379}"
+
+if ! cargo mutants --version >/dev/null 2>&1; then
+    echo "mutants.sh: cargo-mutants is missing: cargo install cargo-mutants --locked" >&2
+    exit 2
+fi
+
+# module | file | the test targets that guard it
+TABLE='
+privacy    | src/privacy.rs            | --lib --test privacy
+checkpoint | src/checkpoint.rs         | --lib --test ingest --test outage
+budget     | src/budget.rs             | --lib --test ingest
+lease      | src/lease.rs              | --lib --test ingest
+entries    | src/watchlist/entries.rs  | --lib --test watchlists
+deliver    | src/watchlist/deliver.rs  | --lib --test watchlists
+purge      | src/export/purge.rs       | --lib --test secrets --test export
+limit      | src/read/limit.rs         | --lib --test limits --test api
+parse      | src/source/parse.rs       | --lib --test parser --test roundtrip --test spoiled
+'
+
+known() { echo "$TABLE" | awk -F'|' 'NF==3 {gsub(/ /,"",$1); print $1}'; }
+
+if [ $# -eq 0 ]; then set -- $(known); fi
+for m in "$@"; do
+    if ! known | grep -qx "$m"; then
+        echo "mutants.sh: unknown module '$m'; known: $(known | tr '\n' ' ')" >&2
+        exit 2
+    fi
+done
+
+args=()
+if [ "${MUTANTS_IN_PLACE:-}" = 1 ]; then args+=(--in-place); else args+=(--copy-target true); fi
+if [ -n "${MUTANTS_TIMEOUT:-}" ]; then args+=(--timeout "$MUTANTS_TIMEOUT"); fi
+if [ "${MUTANTS_ITERATE:-}" = 1 ]; then args+=(--iterate); fi
+
+status=0
+for m in "$@"; do
+    line="$(echo "$TABLE" | awk -F'|' -v m="$m" 'NF==3 {k=$1; gsub(/ /,"",k); if (k==m) print}')"
+    file="$(echo "$line" | awk -F'|' '{gsub(/ /,"",$2); print $2}')"
+    read -r -a tests <<<"$(echo "$line" | awk -F'|' '{print $3}')"
+    echo "== $m: $file with ${tests[*]}"
+    mkdir -p "mutants.out/$m"
+    # cargo-mutants exits 2 when a mutant was missed, 3 on a timeout: go on with the
+    # next module and report at the end.
+    cargo mutants "${args[@]}" --no-shuffle -f "$file" -o "mutants.out/$m" -- "${tests[@]}" || status=$?
+done
+echo "mutants.sh: results under mutants.out/<module>/ (missed.txt is what a test must kill)"
+exit "$status"
