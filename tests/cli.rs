@@ -389,3 +389,100 @@ async fn exit_codes_come_from_their_conditions() {
     let set = isir(&db.url, &["phase", "set", "serve", "--force"], &[]);
     assert_eq!(set.status.code(), Some(0), "{set:?}");
 }
+
+/// A request that outlives `api.request_timeout_secs` is answered 408 and logged once as
+/// a 408 under its route template (the claim of the request log), not left hanging: a
+/// case read held behind a table lock on PostgreSQL, with the statement timeout longer
+/// than the request timeout. The same read is answered once the lock is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_its_timeout_is_answered_and_logged_408() {
+    let (sim, src, _g) = common::sim(2_000, 1000, 97).await;
+    let db = common::fresh_db(Backend::Postgres).await;
+    let app = common::projected(&src, &db).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    // A case the register published, from the simulator's truth.
+    let case = sim
+        .truth_all()
+        .into_iter()
+        .find(|a| a.case_number != "INS -1/-1")
+        .unwrap()
+        .case_number;
+    let (number, year) = case.strip_prefix("INS ").unwrap().split_once('/').unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("serve.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_isir"))
+        .arg("serve")
+        .env("ISIR_DATABASE__URL", &db.url)
+        .env("ISIR_API__BIND", &bind)
+        .env("ISIR_API__REQUEST_TIMEOUT_SECS", "1")
+        .env("ISIR_API__STATEMENT_TIMEOUT_MS", "20000")
+        .env("ISIR_API__META_CACHE_MS", "0")
+        .env("ISIR_LOG", "info")
+        .env("ISIR_LOG__FORMAT", "json")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let url = format!("http://{bind}/v1/cases/{year}/{number}");
+    let mut up = false;
+    for _ in 0..100 {
+        if http.get(&url).send().await.is_ok_and(|r| r.status() == 200) {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(up, "isir serve did not answer the case");
+
+    // Another session holds the case table: the read waits behind the lock.
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut locker = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE cases IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *locker)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let r = http
+        .get(&url)
+        .timeout(std::time::Duration::from_secs(15))
+        .send()
+        .await
+        .expect("the server answers a request past its timeout");
+    let took = started.elapsed();
+    assert_eq!(r.status(), 408);
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "answered after {took:?}, not at the 1 s request timeout"
+    );
+    locker.rollback().await.unwrap();
+    assert_eq!(http.get(&url).send().await.unwrap().status(), 200);
+
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|l: &serde_json::Value| l["message"] == "request")
+        .collect();
+    let timed_out: Vec<_> = lines.iter().filter(|l| l["status"] == 408).collect();
+    assert_eq!(timed_out.len(), 1, "one 408 line:\n{text}");
+    assert_eq!(timed_out[0]["route"], "/v1/cases/{year}/{number}");
+    assert_eq!(timed_out[0]["method"], "GET");
+    assert!(
+        timed_out[0]["duration_ms"].as_f64().unwrap() >= 1000.0,
+        "{text}"
+    );
+    assert!(
+        !text.contains(&format!("{year}/{number}")),
+        "the case number reached the log:\n{text}"
+    );
+}

@@ -77,7 +77,7 @@ fn errors_name_the_key() {
     figment::Jail::expect_with(|jail| {
         jail.create_file(
             "isir.toml",
-            "[api]\nipv6_client_prefix = 16\nheader_read_timeout_secs = 0\nkeep_alive_idle_secs = 0\nwrite_timeout_secs = 0\nmax_open_connections = 10\nmax_connections_per_client = 11\n",
+            "[api]\nipv6_client_prefix = 16\nheader_read_timeout_secs = 0\nkeep_alive_idle_secs = 0\nwrite_timeout_secs = 0\nrequest_timeout_secs = 0\nmax_open_connections = 10\nmax_connections_per_client = 11\n",
         )?;
         let e = Settings::load(None).unwrap_err().to_string();
         for key in [
@@ -85,6 +85,7 @@ fn errors_name_the_key() {
             "api.header_read_timeout_secs",
             "api.keep_alive_idle_secs",
             "api.write_timeout_secs",
+            "api.request_timeout_secs",
             "api.max_connections_per_client",
         ] {
             assert!(e.contains(key), "{key}: {e}");

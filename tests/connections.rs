@@ -37,6 +37,7 @@ fn limits(header: u64, idle: u64, per_client: usize, open: usize) -> ConnLimits 
         header_read_timeout: Duration::from_secs(header),
         keep_alive_idle: Duration::from_secs(idle),
         write_timeout: Duration::from_secs(30),
+        request_timeout: Duration::from_secs(30),
         max_open: open,
         max_per_client: per_client,
     }

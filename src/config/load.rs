@@ -293,6 +293,11 @@ impl Settings {
             "must be between 32 and 128 (bits of an IPv6 address that name one client)",
         );
         check(
+            (1..=300).contains(&self.api.request_timeout_secs),
+            "api.request_timeout_secs",
+            "must be between 1 and 300",
+        );
+        check(
             (1..=300).contains(&self.api.header_read_timeout_secs),
             "api.header_read_timeout_secs",
             "must be between 1 and 300",

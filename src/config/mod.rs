@@ -209,6 +209,13 @@ pub struct ApiSettings {
     /// download however long it takes; one that stopped reading cannot pin the memory of
     /// its answer or a read connection.
     pub write_timeout_secs: u64,
+    /// Seconds a request may take from its head to its answer's head (the answer's
+    /// body is then under `write_timeout_secs`); beyond it the request is answered 408
+    /// and logged so. 30: above the longest a read can wait on the database
+    /// (`acquire_timeout_ms` plus `statement_timeout_ms`, at most 25 s each, usually
+    /// 2 s and 5 s), so a slow database shows as its own 503 first, and a reader
+    /// stops within it on SIGTERM (systemd's `TimeoutStopSec=30`).
+    pub request_timeout_secs: u64,
     /// Connections served at once on a listener, all clients together; beyond it a new
     /// connection is closed at once, unread. 512: it keeps the process under the usual
     /// soft limit of 1024 open files with room for the database pools and files.
@@ -258,6 +265,7 @@ impl Default for ApiSettings {
             header_read_timeout_secs: 10,
             keep_alive_idle_secs: 60,
             write_timeout_secs: 30,
+            request_timeout_secs: 30,
             max_open_connections: 512,
             max_connections_per_client: 32,
         }

@@ -19,9 +19,6 @@ use tokio::sync::watch;
 use crate::config::Settings;
 use crate::read::ReadState;
 
-/// A request timeout for every route.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// The largest body a request may carry (beyond it, 413): far above the largest bulk
 /// lookup (1 000 keys of up to 12 characters, some 16 KiB as JSON), so that an oversized
 /// lookup is read and refused with a 400 that says why (too many keys, a bad key),
@@ -30,7 +27,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub const MAX_BODY: usize = 1024 * 1024;
 
 /// The public routes with their protections: the rate limit and API keys, a request
-/// timeout, a body limit ([`MAX_BODY`]), gzip compression of answers. The
+/// timeout (`api.request_timeout_secs`), a body limit ([`MAX_BODY`]), gzip compression of answers. The
 /// operator surfaces (status page, `/metrics`) are included unless they are separate.
 pub fn router(state: ReadState) -> Router {
     let g = guard::Guard::new(&state.opts, &state.admin);
@@ -38,9 +35,11 @@ pub fn router(state: ReadState) -> Router {
     if !state.admin.separate {
         r = r.merge(operator_routes(state.clone(), g.clone()));
     }
+    let timeout = state.opts.conn.request_timeout;
     protect(
         r.route_layer(axum::middleware::from_fn_with_state(g, guard::guard)),
         MAX_BODY,
+        timeout,
     )
 }
 
@@ -49,14 +48,20 @@ pub fn router(state: ReadState) -> Router {
 /// limit for a list of 100 000 entries).
 pub fn admin_router(state: ReadState) -> Router {
     let g = guard::Guard::new(&state.opts, &state.admin);
+    let timeout = state.opts.conn.request_timeout;
     let manage = crate::watchlist::admin::router(state.clone()).route_layer(
         axum::middleware::from_fn_with_state(g.clone(), guard::admin),
     );
     let small = protect(
         operator_routes(state, g).merge(crate::api::health_router()),
         MAX_BODY,
+        timeout,
     );
-    small.merge(protect(manage, crate::watchlist::admin::MAX_ADMIN_BODY))
+    small.merge(protect(
+        manage,
+        crate::watchlist::admin::MAX_ADMIN_BODY,
+        timeout,
+    ))
 }
 
 fn operator_routes(state: ReadState, g: guard::Guard) -> Router {
@@ -65,14 +70,14 @@ fn operator_routes(state: ReadState, g: guard::Guard) -> Router {
         .route_layer(axum::middleware::from_fn_with_state(g, guard::admin))
 }
 
-fn protect(r: Router, max_body: usize) -> Router {
+fn protect(r: Router, max_body: usize, timeout: Duration) -> Router {
     r.layer(axum::middleware::from_fn(guard::unrouted))
         .layer(axum::middleware::from_fn(guard::headers))
         .layer(tower_http::compression::CompressionLayer::new().gzip(true))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(max_body))
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(
             axum::http::StatusCode::REQUEST_TIMEOUT,
-            REQUEST_TIMEOUT,
+            timeout,
         ))
 }
 

@@ -245,6 +245,8 @@ pub struct ConnLimits {
     pub keep_alive_idle: Duration,
     /// A connection whose socket takes no byte of an answer for this long is closed.
     pub write_timeout: Duration,
+    /// A request without its answer's head after this long is answered 408.
+    pub request_timeout: Duration,
     /// Connections open at once on the listener.
     pub max_open: usize,
     /// Connections open at once from one client (trusted proxies are not counted).
@@ -257,6 +259,7 @@ impl ConnLimits {
             header_read_timeout: Duration::from_secs(a.header_read_timeout_secs),
             keep_alive_idle: Duration::from_secs(a.keep_alive_idle_secs),
             write_timeout: Duration::from_secs(a.write_timeout_secs),
+            request_timeout: Duration::from_secs(a.request_timeout_secs),
             max_open: a.max_open_connections,
             max_per_client: a.max_connections_per_client,
         }
