@@ -208,38 +208,9 @@ async fn json_logs_and_a_request_line_without_query_values() {
     assert_eq!(changed["level"], "WARN");
 
     // `isir serve` logs one line a request: route template, status, never the values.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let bind = format!("127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("serve.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_isir"))
-        .arg("serve")
-        .env("ISIR_DATABASE__URL", &url)
-        .env("ISIR_API__BIND", &bind)
-        .env("ISIR_LOG", "info")
-        .env("ISIR_LOG__FORMAT", "json")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let (bind, mut child, log) = serve_logged(&url, &[], dir.path()).await;
     let http = reqwest::Client::new();
-    let mut up = false;
-    for _ in 0..100 {
-        if http
-            .get(format!("http://{bind}/healthz"))
-            .send()
-            .await
-            .is_ok()
-        {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(up, "isir serve did not start");
     let secret = "4711180123";
     let r = http
         .get(format!("http://{bind}/v1/subjects?rc={secret}"))
@@ -277,6 +248,45 @@ async fn json_logs_and_a_request_line_without_query_values() {
         .find(|l| l["message"] == "request" && l["route"] == "unmatched")
         .unwrap_or_else(|| panic!("no line for the unknown path:\n{text}"));
     assert_eq!(unmatched["status"], 404);
+}
+
+/// `isir serve` on a free loopback port with JSON logs to a file, up once `/healthz`
+/// answers: its address, the process, the log file (in `dir`).
+async fn serve_logged(
+    db_url: &str,
+    env: &[(&str, &str)],
+    dir: &std::path::Path,
+) -> (String, std::process::Child, std::path::PathBuf) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let bind = format!("127.0.0.1:{port}");
+    let log = dir.join("serve.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_isir"))
+        .arg("serve")
+        .env("ISIR_DATABASE__URL", db_url)
+        .env("ISIR_API__BIND", &bind)
+        .env("ISIR_LOG", "info")
+        .env("ISIR_LOG__FORMAT", "json")
+        .envs(env.iter().copied())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    for _ in 0..100 {
+        if http
+            .get(format!("http://{bind}/healthz"))
+            .send()
+            .await
+            .is_ok()
+        {
+            return (bind, child, log);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("isir serve did not start");
 }
 
 /// Exit codes 4, 5, 6, 8 and 9 produced by their conditions (the table in `--help` and
@@ -408,37 +418,19 @@ async fn a_request_past_its_timeout_is_answered_and_logged_408() {
         .unwrap()
         .case_number;
     let (number, year) = case.strip_prefix("INS ").unwrap().split_once('/').unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let bind = format!("127.0.0.1:{port}");
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("serve.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_isir"))
-        .arg("serve")
-        .env("ISIR_DATABASE__URL", &db.url)
-        .env("ISIR_API__BIND", &bind)
-        .env("ISIR_API__REQUEST_TIMEOUT_SECS", "1")
-        .env("ISIR_API__STATEMENT_TIMEOUT_MS", "20000")
-        .env("ISIR_API__META_CACHE_MS", "0")
-        .env("ISIR_LOG", "info")
-        .env("ISIR_LOG__FORMAT", "json")
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
+    let (bind, mut child, log) = serve_logged(
+        &db.url,
+        &[
+            ("ISIR_API__REQUEST_TIMEOUT_SECS", "1"),
+            ("ISIR_API__STATEMENT_TIMEOUT_MS", "20000"),
+        ],
+        dir.path(),
+    )
+    .await;
     let http = reqwest::Client::new();
     let url = format!("http://{bind}/v1/cases/{year}/{number}");
-    let mut up = false;
-    for _ in 0..100 {
-        if http.get(&url).send().await.is_ok_and(|r| r.status() == 200) {
-            up = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(up, "isir serve did not answer the case");
+    assert_eq!(http.get(&url).send().await.unwrap().status(), 200);
 
     // Another session holds the case table: the read waits behind the lock.
     let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
