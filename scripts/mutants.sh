@@ -8,7 +8,7 @@
 #
 # Needs cargo-mutants (`cargo install cargo-mutants --locked`), and PostgreSQL and Redis
 # as for scripts/test.sh (it starts neither; ISIR_TEST_PG and ISIR_TEST_REDIS as there).
-# Results go to mutants.out/<module>/ (caught.txt, missed.txt, unviable.txt,
+# Results go to mutants.out/<module>/mutants.out/ (caught.txt, missed.txt, unviable.txt,
 # timeout.txt, outcomes.json).
 #
 # Environment:
@@ -66,7 +66,11 @@ for m in "$@"; do
     mkdir -p "mutants.out/$m"
     # cargo-mutants exits 2 when a mutant was missed, 3 on a timeout: go on with the
     # next module and report at the end.
-    cargo mutants "${args[@]}" --no-shuffle -f "$file" -o "mutants.out/$m" -- "${tests[@]}" || status=$?
+    # The targets go to every cargo invocation (the build of each mutant too, which
+    # would otherwise link every test binary of the package).
+    targets=()
+    for t in "${tests[@]}"; do targets+=("--cargo-arg=$t"); done
+    cargo mutants "${args[@]}" --no-shuffle -f "$file" -o "mutants.out/$m" "${targets[@]}" || status=$?
 done
-echo "mutants.sh: results under mutants.out/<module>/ (missed.txt is what a test must kill)"
+echo "mutants.sh: results under mutants.out/<module>/mutants.out/ (missed.txt is what a test must kill)"
 exit "$status"
