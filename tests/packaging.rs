@@ -368,10 +368,11 @@ fn systemd_units_are_sound() {
             "{path}: stops cleanly on SIGTERM"
         );
         // The stop time: the daemon exits within seconds of SIGTERM (processes.rs), a
-        // reader once its requests end (each bounded by the request timeout).
+        // reader once its requests end (each bounded by the default request timeout,
+        // `api.request_timeout_secs`).
         let stop: u64 = one("TimeoutStopSec").parse().unwrap();
         assert!(
-            stop >= isir::http::REQUEST_TIMEOUT.as_secs(),
+            stop >= isir::config::ApiSettings::default().request_timeout_secs,
             "{path}: TimeoutStopSec {stop}"
         );
         assert!(

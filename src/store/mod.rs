@@ -40,6 +40,7 @@ macro_rules! write_tx {
     };
 }
 
+mod connect;
 mod coord;
 mod db;
 pub mod direct;

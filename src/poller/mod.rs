@@ -8,17 +8,21 @@
 //! another request after a store failure.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
 
+mod keeper;
+mod report;
+
+use keeper::Keeper;
+
 use crate::checkpoint;
 use crate::lease::{Acquire, Grant, Lease};
 use crate::phase::Phase;
 use crate::source::{GateError, Page, SourceClient, SourceError};
-use crate::store::{Store, StoreError, TickRecord, fmt_ms, now_ms};
+use crate::store::{Store, StoreError, TickRecord, now_ms};
 
 #[derive(Debug, Clone)]
 pub struct PollOptions {
@@ -119,48 +123,6 @@ pub struct Poller {
     stored: Arc<Notify>,
 }
 
-/// Renews the lease every third of its TTL while a tick runs; flags a failed renewal.
-struct Keeper {
-    lost: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Keeper {
-    fn start(lease: Arc<Lease>, epoch: i64) -> Self {
-        let lost = Arc::new(AtomicBool::new(false));
-        let flag = lost.clone();
-        let period = lease.ttl() / 3;
-        let task = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(period).await;
-                match lease.renew(epoch).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::warn!(epoch, "lease renewal refused: the lease is no longer ours");
-                        flag.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(epoch, error = %e, "lease renewal failed");
-                        flag.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                }
-            }
-        });
-        Self { lost, task }
-    }
-    fn lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Keeper {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 impl Poller {
     pub fn new(client: SourceClient, store: Store, lease: Arc<Lease>, opts: PollOptions) -> Self {
         Self {
@@ -220,8 +182,8 @@ impl Poller {
             metrics::histogram!("isir_tick_duration_seconds")
                 .record(started.elapsed().as_secs_f64());
         }
-        self.log(&t);
-        self.record_metrics(&t);
+        report::log(&t);
+        report::record_metrics(&t, self.held);
         let rec = TickRecord {
             at: now_ms(),
             outcome: t.outcome.name().into(),
@@ -247,65 +209,24 @@ impl Poller {
         t
     }
 
-    fn record_metrics(&self, t: &Tick) {
-        metrics::counter!("isir_ticks_total", "outcome" => t.outcome.name()).increment(1);
-        if matches!(t.outcome, TickOutcome::CaughtUp | TickOutcome::BatchLimit) {
-            metrics::gauge!("isir_last_successful_tick_timestamp_seconds")
-                .set(now_ms() as f64 / 1000.0);
-        }
-        metrics::counter!("isir_pages_stored_total").increment(t.pages as u64);
-        metrics::counter!("isir_actions_stored_total").increment(t.actions);
-        metrics::counter!("isir_source_requests_total").increment(t.requests as u64);
-        if let Some(c) = t.checkpoint {
-            metrics::gauge!("isir_checkpoint_action_id").set(c as f64);
-        }
-        if let Some(h) = t.head {
-            metrics::gauge!("isir_source_head_action_id").set(h as f64);
-            if let Some(c) = t.checkpoint {
-                metrics::gauge!("isir_replica_lag_ids").set((h - c).max(0) as f64);
+    /// The phase, read again: `Some` when it stops the tick (below `ingest`, or the
+    /// store cannot say).
+    async fn phase_stops(&self) -> Option<TickOutcome> {
+        match self.store.setting("phase").await {
+            Ok(Some(p)) if Phase::parse(&p).is_some_and(|p| !p.ingests()) => {
+                Some(TickOutcome::Disabled { phase: p })
             }
-        }
-        metrics::gauge!("isir_lease_held").set(if self.held.is_some() { 1.0 } else { 0.0 });
-        if let Some(g) = self.held {
-            metrics::gauge!("isir_lease_epoch").set(g.epoch as f64);
-        }
-    }
-
-    fn log(&self, t: &Tick) {
-        let o = &t.outcome;
-        match o {
-            TickOutcome::CaughtUp | TickOutcome::BatchLimit | TickOutcome::Interrupted => {
-                tracing::info!(
-                    outcome = o.name(), pages = t.pages, actions = t.actions, requests = t.requests,
-                    quarantined = t.quarantined, repaired = t.repaired,
-                    checkpoint = ?t.checkpoint, head = ?t.head, "tick"
-                )
-            }
-            TickOutcome::LeaseNotHeld { holder, until } => {
-                tracing::info!(outcome = o.name(), %holder, until = ?until.map(fmt_ms), "tick skipped: lease held elsewhere")
-            }
-            TickOutcome::Disabled { phase } => {
-                tracing::debug!(outcome = o.name(), %phase, "tick skipped: ingestion disabled")
-            }
-            other => tracing::warn!(
-                outcome = other.name(), detail = ?other, pages = t.pages, actions = t.actions,
-                requests = t.requests, checkpoint = ?t.checkpoint, "tick stopped"
-            ),
+            Ok(_) => None,
+            Err(e) => Some(TickOutcome::StoreError {
+                error: e.to_string(),
+            }),
         }
     }
 
     async fn tick(&mut self, t: &mut Tick, shutdown: &watch::Receiver<bool>) -> TickOutcome {
         // The phase.
-        match self.store.setting("phase").await {
-            Ok(Some(p)) if Phase::parse(&p).is_some_and(|p| !p.ingests()) => {
-                return TickOutcome::Disabled { phase: p };
-            }
-            Ok(_) => {}
-            Err(e) => {
-                return TickOutcome::StoreError {
-                    error: e.to_string(),
-                };
-            }
+        if let Some(stop) = self.phase_stops().await {
+            return stop;
         }
         // The lease: take or renew, never wait.
         let grant = match self.lease.acquire().await {
@@ -379,18 +300,10 @@ impl Poller {
                 return TickOutcome::Interrupted;
             }
             // A phase moved below `ingest` stops the tick before its next request.
-            if batch > 0 {
-                match self.store.setting("phase").await {
-                    Ok(Some(p)) if Phase::parse(&p).is_some_and(|p| !p.ingests()) => {
-                        return TickOutcome::Disabled { phase: p };
-                    }
-                    Ok(_) => {}
-                    Err(e) => {
-                        return TickOutcome::StoreError {
-                            error: e.to_string(),
-                        };
-                    }
-                }
+            if batch > 0
+                && let Some(stop) = self.phase_stops().await
+            {
+                return stop;
             }
             if keeper.lost() {
                 self.held = None;
@@ -429,7 +342,7 @@ impl Poller {
             }
             t.pages += 1;
             t.actions += page.records.len() as u64;
-            self.note_spoiled(&page, t);
+            report::note_spoiled(&page, t);
             self.stored.notify_one();
             // A page of nothing but records held back below the ID asked after moves
             // nothing: the register has nothing new after the checkpoint.
@@ -481,25 +394,6 @@ impl Poller {
                 reasons.join(", ")
             ),
         })
-    }
-
-    /// One log line and one count per spoiled record of a stored page: the action ID and
-    /// the reason, never a value (no personal data).
-    fn note_spoiled(&self, page: &Page, t: &mut Tick) {
-        for s in &page.spoiled {
-            let reason = s.reason.as_str();
-            if s.reason.is_repair() {
-                t.repaired += 1;
-                metrics::counter!("isir_source_records_repaired_total", "reason" => reason)
-                    .increment(1);
-                tracing::info!(action_id = ?s.id, reason, "record repaired and stored; its bytes as received are kept");
-            } else {
-                t.quarantined += 1;
-                metrics::counter!("isir_source_records_quarantined_total", "reason" => reason)
-                    .increment(1);
-                tracing::warn!(action_id = ?s.id, reason, detail = %s.detail, "record held back in the quarantine");
-            }
-        }
     }
 
     /// One page, with retries of retryable failures (each retry is a request).
