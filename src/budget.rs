@@ -93,10 +93,6 @@ impl Budget {
         self
     }
 
-    pub fn daily_limit(&self) -> u64 {
-        self.daily
-    }
-
     /// Counts one request durably if the limits allow it.
     async fn take(&self) -> Result<(), GateError> {
         let now = Utc::now();

@@ -450,6 +450,64 @@ async fn budget_minute_window() {
         }
         other => panic!("{other:?}"),
     }
+    // A margin set by hand is added to the 60 s, not taken from them.
+    let wide = Budget::database(store.clone(), 100, 3)
+        .margin(Duration::from_secs(20))
+        .max_wait(Duration::ZERO);
+    match wide.acquire(Operation::AfterId).await {
+        Err(GateError::RateLimited { retry_after }) => assert!(
+            retry_after > Duration::from_secs(75) && retry_after <= Duration::from_secs(81),
+            "{retry_after:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A full minute window that frees up within `max_wait` is waited out, and the request
+/// granted; one that does not is refused at once with the wait it would need. The
+/// window's requests are aged by hand (the register counts arrivals over 60 s).
+#[tokio::test]
+async fn a_budget_waits_out_a_full_minute_within_its_max_wait() {
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let store = common::store(&db).await;
+    // Each budget is another process: its own in-process limiter, the durable count.
+    let budget = |wait: u64| {
+        Budget::database(store.clone(), 100, 3)
+            .margin(Duration::ZERO)
+            .max_wait(Duration::from_secs(wait))
+    };
+    let first = budget(0);
+    for _ in 0..3 {
+        first.acquire(Operation::AfterId).await.unwrap();
+    }
+    // The window is full for a whole minute: a process that may wait 10 s does not
+    // sleep in vain, it is refused at once with the wait it would need.
+    let t0 = std::time::Instant::now();
+    match budget(10).acquire(Operation::AfterId).await {
+        Err(GateError::RateLimited { retry_after }) => {
+            assert!(retry_after > Duration::from_secs(55), "{retry_after:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // The three were sent 59 s ago: the window frees up in about a second, which a
+    // process with room to wait waits out.
+    let isir::store::Store::Sqlite(pool) = &store else {
+        unreachable!()
+    };
+    sqlx::query("UPDATE budget_log SET at = at - 59000")
+        .execute(pool)
+        .await
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    let patient = budget(10);
+    patient.acquire(Operation::AfterId).await.unwrap();
+    assert!(
+        t0.elapsed() >= Duration::from_millis(500),
+        "granted after {:?}: it did not wait for the window",
+        t0.elapsed()
+    );
+    assert_eq!(patient.usage().await.unwrap().used, 4);
 }
 
 /// The simulator itself counts: a poller with a budget of 7 sends exactly 7 requests,
