@@ -886,3 +886,34 @@ async fn a_holder_cut_off_mid_request_is_fenced() {
         assert_eq!(stored[..], sim.truth_all()[..stored.len()]);
     }
 }
+
+/// A move by hand reports where the checkpoint was (the head the replica reached, from
+/// the simulator's truth) and where it put it, and the store's checkpoint is then that.
+#[tokio::test]
+async fn a_checkpoint_set_by_hand_reports_before_and_after() {
+    let (sim, url, _g) = common::sim(2_500, 1000, 41).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let s = common::settings(&url, &db);
+    let app = common::app(s.clone()).await;
+    let mut poller = app.poller().unwrap();
+    poller.poll_once().await;
+    // The daemon stops first, giving the lease back (or a move by hand is refused).
+    poller.release().await;
+    let head = sim.head_id().unwrap();
+    assert_eq!(isir::checkpoint::get(&app.store).await.unwrap(), Some(head));
+    let (lease, _, _) = isir::app::App::lease_and_budget(&s, &app.store).unwrap();
+    let moved = isir::checkpoint::set_by_hand(&app.store, &lease, Some(head - 700), "test")
+        .await
+        .unwrap();
+    assert_eq!(
+        moved,
+        isir::checkpoint::SetByHand::Set {
+            before: Some(head),
+            after: Some(head - 700)
+        }
+    );
+    assert_eq!(
+        isir::checkpoint::get(&app.store).await.unwrap(),
+        Some(head - 700)
+    );
+}
