@@ -917,3 +917,21 @@ async fn a_checkpoint_set_by_hand_reports_before_and_after() {
         Some(head - 700)
     );
 }
+
+/// A holder's identity is what `lease show` and the status page tell an operator: this
+/// host's name, the process ID and eight lowercase letters that tell two processes of one
+/// PID namespace apart (never `|`, the separator of the Redis lease's value).
+#[test]
+fn a_holder_identity_names_host_process_and_a_random_suffix() {
+    let a = isir::lease::holder_identity();
+    let b = isir::lease::holder_identity();
+    let host = hostname::get().unwrap().to_string_lossy().into_owned();
+    for id in [&a, &b] {
+        let rest = id
+            .strip_prefix(&format!("{host}:{}:", std::process::id()))
+            .unwrap_or_else(|| panic!("{id}"));
+        assert_eq!(rest.len(), 8, "{id}");
+        assert!(rest.chars().all(|c| c.is_ascii_lowercase()), "{id}");
+    }
+    assert_ne!(a, b, "two identities in one process differ");
+}
