@@ -145,14 +145,24 @@ async fn lease_contract(mk: impl Fn(isir::store::Store, Duration) -> Lease, b: B
     let ttl = Duration::from_millis(1500);
     let a = mk(store.clone(), ttl);
     let c = mk(store.clone(), ttl);
+    assert_eq!(a.ttl(), ttl);
+    let ttl_ms = ttl.as_millis() as i64;
+    let before = isir::store::now_ms();
     let Acquire::Granted(ga) = a.acquire().await.unwrap() else {
         panic!()
     };
+    // A grant runs one TTL from when it was made.
+    assert!(
+        ga.expires_at >= before + ttl_ms - 200 && ga.expires_at <= isir::store::now_ms() + ttl_ms,
+        "{ga:?} from {before}"
+    );
     // Exactly one holder.
     match c.acquire().await.unwrap() {
         Acquire::HeldBy { holder, expires_at } => {
             assert_eq!(holder, a.holder());
-            assert!(expires_at.unwrap() > isir::store::now_ms());
+            let e = expires_at.unwrap();
+            let now = isir::store::now_ms();
+            assert!(e > now && e <= now + ttl_ms, "{e} at {now}");
         }
         other => panic!("{other:?}"),
     }
