@@ -478,3 +478,33 @@ async fn a_request_past_its_timeout_is_answered_and_logged_408() {
         "the case number reached the log:\n{text}"
     );
 }
+
+/// A reader that stops early (`isir openapi | head -1`) ends the command quietly: exit 0
+/// and nothing on stderr, not a panic. Each output here is larger than a pipe holds
+/// (64 KiB), so the command is still writing when the reader goes.
+#[test]
+fn a_closed_pipe_ends_a_command_quietly() {
+    use std::io::Read;
+    for args in [
+        &["openapi"][..],
+        &["completions", "bash"],
+        &["completions", "zsh"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_isir"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 1];
+        // Read one byte, then close the pipe.
+        child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {o:?}");
+        assert!(
+            o.stderr.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

@@ -6,6 +6,24 @@
 //! codes ([`Exit`]). It holds no logic beyond glue: ticks are the poller's, exports the
 //! exporter's, moves of the checkpoint [`crate::checkpoint`]'s.
 
+/// `println!` for a command's output: through [`write_out`], so a closed pipe ends the
+/// command quietly.
+macro_rules! outln {
+    () => {
+        $crate::cli::write_out("\n")
+    };
+    ($($t:tt)*) => {
+        $crate::cli::write_out(&format!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// `print!` for a command's output, through [`write_out`].
+macro_rules! out {
+    ($($t:tt)*) => {
+        $crate::cli::write_out(&format!($($t)*))
+    };
+}
+
 mod checkpoint;
 mod exit;
 mod export;
@@ -57,6 +75,21 @@ pub struct Output {
     pub json: bool,
 }
 
+/// Writes a command's output to stdout. A reader that has gone (a closed pipe, as in
+/// `isir openapi | head -1`) ends the command quietly with exit code 0, as Unix tools
+/// end, instead of a panic; any other failure to write is an error (exit 1).
+pub fn write_out(s: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(s.as_bytes()).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(Exit::Ok.code());
+        }
+        eprintln!("error: writing to stdout: {e}");
+        std::process::exit(Exit::Error.code());
+    }
+}
+
 impl Output {
     /// Prints `value` as JSON, or `text` for people.
     pub fn print<T: serde::Serialize>(
@@ -65,12 +98,12 @@ impl Output {
         text: impl FnOnce() -> String,
     ) -> anyhow::Result<()> {
         if self.json {
-            println!("{}", serde_json::to_string_pretty(value)?);
+            outln!("{}", serde_json::to_string_pretty(value)?);
         } else {
             let t = text();
-            print!("{t}");
+            out!("{t}");
             if !t.ends_with('\n') {
-                println!();
+                outln!();
             }
         }
         Ok(())
@@ -78,7 +111,7 @@ impl Output {
     /// Prints a refusal: `value` as JSON on stdout, or `refused: {why}` on stderr.
     pub fn refused<T: serde::Serialize>(self, value: &T, why: &str) -> anyhow::Result<()> {
         if self.json {
-            println!("{}", serde_json::to_string_pretty(value)?);
+            outln!("{}", serde_json::to_string_pretty(value)?);
         } else {
             eprintln!("refused: {why}");
         }
@@ -193,11 +226,13 @@ pub async fn main(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
-            clap_complete::generate(shell, &mut cmd, "isir", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "isir", &mut script);
+            write_out(&String::from_utf8_lossy(&script));
             Ok(Exit::Ok)
         }
         Command::Openapi => {
-            println!("{}", crate::api::openapi::json());
+            outln!("{}", crate::api::openapi::json());
             Ok(Exit::Ok)
         }
         Command::Sim(args) => {

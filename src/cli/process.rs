@@ -42,7 +42,7 @@ pub async fn poll(app: &App) -> anyhow::Result<Exit> {
     let mut p = app.poller()?;
     let t = p.poll_once().await;
     p.release().await;
-    println!("{}", serde_json::to_string(&t)?);
+    outln!("{}", serde_json::to_string(&t)?);
     Ok(Exit::of_tick(&t.outcome))
 }
 
@@ -67,28 +67,28 @@ pub async fn demo(config: Option<&Path>, a: DemoArgs) -> anyhow::Result<Exit> {
     settings.validate()?;
     let app = App::build(settings).await?;
     let (actions, live_rate, period, api_bind) = (a.actions, a.live_rate, a.period, a.api_bind);
-    println!("isir demo: a simulated register of {actions} actions (+{live_rate}/s) at {url}");
-    println!(
+    outln!("isir demo: a simulated register of {actions} actions (+{live_rate}/s) at {url}");
+    outln!(
         "  replicating into {} every {period} s; Ctrl-C to stop.",
         crate::app::redact(&app.settings.database.url)
     );
-    println!("  watch the log lines 'tick', or in another shell:");
-    println!(
+    outln!("  watch the log lines 'tick', or in another shell:");
+    outln!(
         "    ISIR_DATABASE__URL={} isir status",
         app.settings.database.url
     );
-    println!(
+    outln!(
         "  the simulator's own count: {}",
         url.replace(crate::sim::SERVICE_PATH, "/_sim/stats")
     );
-    println!("  the read API (phase serve), once the first tick has been projected:");
-    println!("    curl -s 'http://{api_bind}/v1/stats'");
-    println!("    curl -s 'http://{api_bind}/v1/cases?sort=latest&limit=3'");
-    println!("    curl -s 'http://{api_bind}/v1/cases/2008/1'");
-    println!("    curl -s 'http://{api_bind}/v1/subjects?name=novak&limit=5'");
-    println!("    curl -s 'http://{api_bind}/v1/events?after=0&limit=5'");
-    println!("    curl -s 'http://{api_bind}/openapi.json'");
-    println!(
+    outln!("  the read API (phase serve), once the first tick has been projected:");
+    outln!("    curl -s 'http://{api_bind}/v1/stats'");
+    outln!("    curl -s 'http://{api_bind}/v1/cases?sort=latest&limit=3'");
+    outln!("    curl -s 'http://{api_bind}/v1/cases/2008/1'");
+    outln!("    curl -s 'http://{api_bind}/v1/subjects?name=novak&limit=5'");
+    outln!("    curl -s 'http://{api_bind}/v1/events?after=0&limit=5'");
+    outln!("    curl -s 'http://{api_bind}/openapi.json'");
+    outln!(
         "  in a browser: the status page http://{api_bind}/ and the search http://{api_bind}/search?q=novák"
     );
     crate::daemon::run(&app, crate::daemon::shutdown_signal()).await?;

@@ -137,9 +137,10 @@ pub async fn run(app: &App, cmd: ProjectCmd) -> anyhow::Result<Exit> {
                 .await?;
                 let secs = t.elapsed().as_secs_f64();
                 if !out.json {
-                    println!(
+                    outln!(
                         "{n}: version {} swapped in at cursor {} after {secs:.1} s",
-                        m.version, m.cursor
+                        m.version,
+                        m.cursor
                     );
                 }
                 done.push(serde_json::json!({"name": n, "version": m.version, "cursor": m.cursor, "seconds": secs}));

@@ -96,7 +96,7 @@ pub async fn run(app: &App, cmd: SnapshotCmd) -> anyhow::Result<Exit> {
             let secs = started.elapsed().as_secs_f64();
             tracing::info!(actions = r.actions, epoch = r.epoch, "snapshot restored");
             if !out.json {
-                println!(
+                outln!(
                     "restored {} actions ({} already held) in {secs:.1} s ({:.0} actions/s); checkpoint {}",
                     r.actions,
                     r.skipped,
@@ -121,7 +121,7 @@ pub async fn run(app: &App, cmd: SnapshotCmd) -> anyhow::Result<Exit> {
                         .await?
                     };
                     if !out.json {
-                        println!("projection {name} built to {}", m.cursor);
+                        outln!("projection {name} built to {}", m.cursor);
                     }
                     built.push(serde_json::json!({"name": name, "cursor": m.cursor}));
                 }

@@ -116,10 +116,10 @@ pub async fn fetch(app: &App, a: FetchArgs) -> anyhow::Result<Exit> {
             .with_context(|| format!("fetching after {after}"))?;
         for r in &page.records {
             match a.format {
-                Format::Ndjson => println!("{}", serde_json::to_string(r)?),
+                Format::Ndjson => outln!("{}", serde_json::to_string(r)?),
                 Format::Table => {
                     let x = &r.action;
-                    println!(
+                    outln!(
                         "{:>10}  {:<16} {:>5} {:<4} {:>3}  {}  {}",
                         x.id,
                         x.case_number,
