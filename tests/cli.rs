@@ -508,3 +508,95 @@ fn a_closed_pipe_ends_a_command_quietly() {
         );
     }
 }
+
+/// Settings come from exactly `./isir.toml` (or `--config`): a file of that name in a
+/// parent directory is not read. The parent's file here is invalid, so reading it would
+/// fail naming its key.
+#[test]
+fn settings_are_read_from_this_directory_only() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("isir.toml"), "[lease]\nttl_secs = 1\n").unwrap();
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let db = format!("sqlite://{}/r.db", sub.display());
+    let run = |cwd: &std::path::Path, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_isir"))
+            .args(args)
+            .current_dir(cwd)
+            .env("ISIR_DATABASE__URL", &db)
+            .output()
+            .unwrap()
+    };
+    let here = run(dir.path(), &["migrate"]);
+    assert_eq!(here.status.code(), Some(1), "{here:?}");
+    assert!(String::from_utf8_lossy(&here.stderr).contains("lease.ttl_secs"));
+    let below = run(&sub, &["migrate"]);
+    assert!(below.status.success(), "{below:?}");
+    assert!(
+        !String::from_utf8_lossy(&below.stderr).contains("settings file read"),
+        "{below:?}"
+    );
+    // The file read is named in the log.
+    std::fs::write(sub.join("isir.toml"), "[poll]\nmax_batches_per_tick = 3\n").unwrap();
+    let named = run(&sub, &["migrate"]);
+    assert!(named.status.success(), "{named:?}");
+    let err = String::from_utf8_lossy(&named.stderr);
+    assert!(
+        err.contains("settings file read") && err.contains("isir.toml"),
+        "{err}"
+    );
+}
+
+/// `isir demo` listens where the settings say (`api.bind` from `ISIR_API__BIND` or
+/// `./isir.toml`), like every other command; `--api-bind` overrides them.
+#[tokio::test]
+async fn the_demo_listens_where_the_settings_say() {
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (env_port, toml_port) = (free(), free());
+    std::fs::write(
+        dir.path().join("isir.toml"),
+        format!("[api]\nbind = \"127.0.0.1:{toml_port}\"\n"),
+    )
+    .unwrap();
+    let http = reqwest::Client::new();
+    for (env, port) in [
+        (Some(format!("127.0.0.1:{env_port}")), env_port),
+        (None, toml_port),
+    ] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_isir"));
+        cmd.args(["demo", "--actions", "50", "--database"])
+            .arg(format!("sqlite://{}/demo-{port}.db", dir.path().display()))
+            .current_dir(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(b) = &env {
+            cmd.env("ISIR_API__BIND", b);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut up = false;
+        for _ in 0..150 {
+            if http
+                .get(format!("http://127.0.0.1:{port}/healthz"))
+                .send()
+                .await
+                .is_ok()
+            {
+                up = true;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let _ = child.wait();
+        assert!(up, "the demo did not listen on {port} (from {env:?})");
+    }
+}

@@ -202,7 +202,16 @@ pub enum Command {
 fn settings(config: Option<&std::path::Path>) -> anyhow::Result<Settings> {
     let s = Settings::load(config)?;
     crate::logging::init(s.log.format);
+    log_settings_file(config);
     Ok(s)
+}
+
+/// Says which settings file was read (none: defaults and `ISIR_` variables only).
+fn log_settings_file(config: Option<&std::path::Path>) {
+    match Settings::file_read(config) {
+        Some(f) => tracing::info!(file = %f.display(), "settings file read"),
+        None => tracing::debug!("no settings file: defaults and ISIR_ variables"),
+    }
 }
 
 /// A read-only connection to `database.url` (exports, `isir serve`).

@@ -31,9 +31,9 @@ pub struct DemoArgs {
     /// Database of the demo.
     #[arg(long, default_value = "sqlite://isir-demo.db", value_name = "URL")]
     pub database: String,
-    /// Address of the demo's read API.
-    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
-    pub api_bind: String,
+    /// Address of the demo's read API [default: the setting `api.bind`, 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
+    pub api_bind: Option<String>,
 }
 
 /// One tick, printed as JSON; the lease is given back so that a daemon started next
@@ -56,6 +56,7 @@ pub async fn demo(config: Option<&Path>, a: DemoArgs) -> anyhow::Result<Exit> {
     };
     let mut settings = Settings::load(config)?;
     crate::logging::init(settings.log.format);
+    super::log_settings_file(config);
     let (_sim, url, guard) = crate::sim::spawn(opts).await?;
     settings.source.url = url.clone();
     settings.database.url = a.database;
@@ -63,10 +64,13 @@ pub async fn demo(config: Option<&Path>, a: DemoArgs) -> anyhow::Result<Exit> {
     settings.poll.period_secs = a.period;
     settings.poll.head_check_secs = 60;
     settings.phase.initial = "serve".into();
-    settings.api.bind = a.api_bind.clone();
+    if let Some(bind) = &a.api_bind {
+        settings.api.bind = bind.clone();
+    }
     settings.validate()?;
     let app = App::build(settings).await?;
-    let (actions, live_rate, period, api_bind) = (a.actions, a.live_rate, a.period, a.api_bind);
+    let (actions, live_rate, period) = (a.actions, a.live_rate, a.period);
+    let api_bind = app.settings.api.bind.clone();
     outln!("isir demo: a simulated register of {actions} actions (+{live_rate}/s) at {url}");
     outln!(
         "  replicating into {} every {period} s; Ctrl-C to stop.",

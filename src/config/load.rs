@@ -9,17 +9,24 @@ use figment::providers::{Env, Format, Serialized, Toml};
 use super::Settings;
 
 impl Settings {
-    /// Defaults, then `config_file` (default `isir.toml`, optional), then `ISIR_...`.
+    /// Defaults, then `config_file` (default `./isir.toml`, optional), then `ISIR_...`.
+    /// Exactly that file: never one of the same name in a parent directory.
     pub fn load(config_file: Option<&Path>) -> anyhow::Result<Settings> {
         let file = config_file.unwrap_or(Path::new("isir.toml"));
         if config_file.is_some() && !file.exists() {
             anyhow::bail!("configuration file {} does not exist", file.display());
         }
-        Self::from_figment(
-            Figment::from(Serialized::defaults(Settings::default()))
-                .merge(Toml::file(file))
-                .merge(Self::env()),
-        )
+        let mut f = Figment::from(Serialized::defaults(Settings::default()));
+        if file.is_file() {
+            f = f.merge(Toml::file_exact(file));
+        }
+        Self::from_figment(f.merge(Self::env()))
+    }
+
+    /// The file [`Settings::load`] reads for `config_file`, if there is one.
+    pub fn file_read(config_file: Option<&Path>) -> Option<std::path::PathBuf> {
+        let file = config_file.unwrap_or(Path::new("isir.toml"));
+        file.is_file().then(|| file.to_path_buf())
     }
 
     /// `ISIR_SECTION__KEY` variables. Variables without a section (`ISIR_CONFIG`,
