@@ -945,3 +945,57 @@ fn a_holder_identity_names_host_process_and_a_random_suffix() {
     }
     assert_ne!(a, b, "two identities in one process differ");
 }
+
+/// Two grants never share an epoch, even when another grant claims the very epoch Redis
+/// handed out between the lease reading the store's epoch and claiming its own (a
+/// restore, or a second Redis after a fail-over): the lease gives that epoch back and
+/// takes one above. The race is made certain with a row lock on PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_epoch_is_not_granted_twice() {
+    let db = common::fresh_db(Backend::Postgres).await;
+    let store = common::store(&db).await;
+    let conn = Arc::new(isir::redis_conn::RedisConn::new(&common::redis_url()).unwrap());
+    let key = common::redis_prefix();
+    let lease = Lease::redis(
+        conn,
+        &key,
+        &format!("{key}:epoch"),
+        store.clone(),
+        Duration::from_secs(60),
+    );
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let mut other = pool.begin().await.unwrap();
+    sqlx::query("SELECT epoch FROM writer_state WHERE singleton = 1 FOR UPDATE")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    // The lease reads epoch 0, Redis gives it 1, and its claim waits on the row.
+    let task = tokio::spawn(async move { lease.acquire().await.unwrap() });
+    let mut waiting = false;
+    for _ in 0..100 {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM pg_stat_activity \
+             WHERE datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+        if n > 0 {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(waiting, "the lease's claim never waited on the row");
+    // Meanwhile another grant claims epoch 1.
+    sqlx::query("UPDATE writer_state SET epoch = 1 WHERE singleton = 1")
+        .execute(&mut *other)
+        .await
+        .unwrap();
+    other.commit().await.unwrap();
+    let Acquire::Granted(g) = task.await.unwrap() else {
+        panic!("the lease is free in Redis")
+    };
+    assert!(g.epoch > 1, "epoch {} was already claimed", g.epoch);
+    assert_eq!(store.writer_state().await.unwrap().epoch, g.epoch);
+}
