@@ -16,8 +16,10 @@ use crate::app::App;
 use crate::config::Settings;
 use crate::poller::TickOutcome;
 
-/// A channel that turns true on SIGINT or SIGTERM.
-pub fn shutdown_signal() -> watch::Receiver<bool> {
+/// A channel that turns true on SIGINT or SIGTERM; the log line says what the process
+/// does then (`finishing`: "the current page" for the writer, "the answers in flight"
+/// for a reader).
+pub fn shutdown_signal(finishing: &'static str) -> watch::Receiver<bool> {
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {
         let ctrl_c = tokio::signal::ctrl_c();
@@ -33,7 +35,7 @@ pub fn shutdown_signal() -> watch::Receiver<bool> {
         }
         #[cfg(not(unix))]
         let _ = ctrl_c.await;
-        tracing::info!("shutdown requested; finishing the current page");
+        tracing::info!("shutdown requested; finishing {finishing}");
         let _ = tx.send(true);
     });
     rx

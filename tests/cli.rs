@@ -234,6 +234,11 @@ async fn json_logs_and_a_request_line_without_query_values() {
         !text.contains(secret),
         "a query value reached the log:\n{text}"
     );
+    // A reader fetches no page: at shutdown it says what it does finish.
+    assert!(
+        text.contains("finishing the answers in flight") && !text.contains("current page"),
+        "{text}"
+    );
     let req = text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())

@@ -253,7 +253,12 @@ pub async fn main(cli: Cli) -> anyhow::Result<Exit> {
             // read-only pool.
             let settings = settings(config)?;
             let store = read_only(&settings).await?;
-            crate::daemon::serve(&settings, store, crate::daemon::shutdown_signal()).await?;
+            crate::daemon::serve(
+                &settings,
+                store,
+                crate::daemon::shutdown_signal("the answers in flight"),
+            )
+            .await?;
             Ok(Exit::Ok)
         }
         Command::Demo(args) => process::demo(config, args).await,
@@ -268,7 +273,8 @@ pub async fn main(cli: Cli) -> anyhow::Result<Exit> {
             let app = App::build(settings(config)?).await?;
             let code = match command {
                 Command::Run => {
-                    crate::daemon::run(&app, crate::daemon::shutdown_signal()).await?;
+                    crate::daemon::run(&app, crate::daemon::shutdown_signal("the current page"))
+                        .await?;
                     Exit::Ok
                 }
                 Command::Poll(_) => process::poll(&app).await?,

@@ -95,7 +95,7 @@ pub async fn demo(config: Option<&Path>, a: DemoArgs) -> anyhow::Result<Exit> {
     outln!(
         "  in a browser: the status page http://{api_bind}/ and the search http://{api_bind}/search?q=novák"
     );
-    crate::daemon::run(&app, crate::daemon::shutdown_signal()).await?;
+    crate::daemon::run(&app, crate::daemon::shutdown_signal("the current page")).await?;
     app.store.close().await;
     guard.stop().await;
     Ok(Exit::Ok)

@@ -98,7 +98,7 @@ pub async fn sim(args: SimArgs) -> anyhow::Result<Exit> {
     let addr = listener.local_addr()?;
     let sim = Simulator::new(opts);
     tracing::info!(url = %format!("http://{addr}{}", crate::sim::SERVICE_PATH), head = ?sim.head_id(), "simulator listening");
-    let mut rx = crate::daemon::shutdown_signal();
+    let mut rx = crate::daemon::shutdown_signal("the current page");
     sim.serve(listener, async move {
         let _ = rx.wait_for(|v| *v).await;
     })
