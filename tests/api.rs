@@ -110,6 +110,24 @@ async fn phases_gate_the_v1_routes() {
     );
     app.store.set_setting("phase", "serve").await.unwrap();
     assert_eq!(api.get("/readyz").await.0, 200);
+    // An unknown parameter is named with what the endpoint takes, or that it takes none
+    // (the stats and one case take none).
+    for path in ["/v1/stats?court=KSPH", "/v1/cases/2008/1?x=1"] {
+        let (s, _, body) = api.get(path).await;
+        assert_eq!(s, 400, "{path}: {body}");
+        let detail = body["detail"].as_str().unwrap();
+        assert!(
+            detail.ends_with("this endpoint takes no parameters"),
+            "{path}: {detail}"
+        );
+    }
+    let (s, _, body) = api.get("/v1/cases?x=1").await;
+    assert_eq!(s, 400);
+    let detail = body["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("takes") && detail.contains("limit"),
+        "{detail}"
+    );
 }
 
 async fn endpoints(b: Backend) {

@@ -459,4 +459,34 @@ fn exports_doc_lists_every_column() {
             .collect();
         assert_eq!(rows, want, "{head}");
     }
+    // The examples of court short names are the protocol's (its table of courts).
+    let protocol = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../shared/isir/PROTOCOL.md"
+    ));
+    let shorts: Vec<String> = match &protocol {
+        Ok(p) => p
+            .lines()
+            .skip_while(|l| !l.starts_with("| code in feed | short |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .map(|l| l.split('|').nth(2).unwrap().trim().to_string())
+            .collect(),
+        // As tests/parser.rs: the shared folder must be there in CI.
+        Err(_) if std::env::var_os("CI").is_none() => return,
+        Err(e) => panic!("../shared/isir/PROTOCOL.md: {e}"),
+    };
+    assert!(shorts.len() >= 8, "{shorts:?}");
+    let examples: Vec<&str> = doc
+        .lines()
+        .filter(|l| l.starts_with("| court_short |"))
+        .flat_map(|l| l.split('`').skip(1).step_by(2))
+        .collect();
+    assert!(!examples.is_empty());
+    for e in examples {
+        assert!(
+            shorts.iter().any(|s| s == e),
+            "docs/EXPORTS.md gives {e} as a court_short; the protocol's are {shorts:?}"
+        );
+    }
 }

@@ -359,10 +359,14 @@ pub(crate) fn only<P: utoipa::IntoParams + 'static>(
 ) -> Result<(), Problem> {
     let allowed = allowed::<P>();
     if let Some((k, _)) = q.pairs().find(|(k, _)| !allowed.iter().any(|a| a == k)) {
-        return Err(Problem::bad(format!(
-            "unknown parameter {k:?}; this endpoint takes {}",
-            allowed.join(", ")
-        )));
+        return Err(Problem::bad(if allowed.is_empty() {
+            format!("unknown parameter {k:?}; this endpoint takes no parameters")
+        } else {
+            format!(
+                "unknown parameter {k:?}; this endpoint takes {}",
+                allowed.join(", ")
+            )
+        }));
     }
     for a in allowed {
         let n = q.all(a).len();
