@@ -605,3 +605,30 @@ async fn the_demo_listens_where_the_settings_say() {
         assert!(up, "the demo did not listen on {port} (from {env:?})");
     }
 }
+
+/// A PostgreSQL that refuses connections is named at once, with its address and the
+/// refusal, for the writer's commands and the reader's alike (not "pool timed out" ten
+/// seconds later). Nothing listens on port 1 of loopback.
+#[test]
+fn an_unreachable_postgres_is_named_at_once() {
+    for args in [
+        &["status"][..],
+        &["export", "--out", "/nonexistent-isir-test"],
+    ] {
+        let t0 = std::time::Instant::now();
+        let o = isir("postgres://postgres@127.0.0.1:1/isir", args, &[]);
+        let took = t0.elapsed();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot connect to PostgreSQL at 127.0.0.1:1")
+                && err.contains("Connection refused"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("timed out"), "{args:?}: {err}");
+        assert!(
+            took < std::time::Duration::from_secs(5),
+            "{args:?}: {took:?}"
+        );
+    }
+}

@@ -37,12 +37,8 @@ impl Store {
                 .await?;
             Ok(Store::Sqlite(pool))
         } else {
-            let pool = PgPoolOptions::new()
-                .max_connections(max_connections)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect(url)
-                .await?;
-            Ok(Store::Postgres(pool))
+            let opts = sqlx::postgres::PgConnectOptions::from_str(url)?;
+            Ok(Store::Postgres(pg_pool(opts, max_connections).await?))
         }
     }
 
@@ -64,12 +60,7 @@ impl Store {
         } else {
             let opts = sqlx::postgres::PgConnectOptions::from_str(url)?
                 .options([("default_transaction_read_only", "on")]);
-            let pool = PgPoolOptions::new()
-                .max_connections(max_connections)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect_with(opts)
-                .await?;
-            Ok(Store::Postgres(pool))
+            Ok(Store::Postgres(pg_pool(opts, max_connections).await?))
         }
     }
 
@@ -188,4 +179,29 @@ fn sqlite_pool() -> SqlitePoolOptions {
                 Ok(true)
             })
         })
+}
+
+/// A PostgreSQL pool, after one plain connection: a server that refuses or cannot be
+/// reached is said so at once, with its address, not as a pool timing out 10 s later.
+async fn pg_pool(
+    opts: sqlx::postgres::PgConnectOptions,
+    max_connections: u32,
+) -> anyhow::Result<sqlx::PgPool> {
+    use anyhow::Context;
+    use sqlx::Connection;
+    let at = format!("{}:{}", opts.get_host(), opts.get_port());
+    let first = tokio::time::timeout(
+        Duration::from_secs(10),
+        sqlx::PgConnection::connect_with(&opts),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("no answer within 10 s"))
+    .and_then(|c| c.map_err(|e| anyhow::anyhow!("{e}")))
+    .with_context(|| format!("cannot connect to PostgreSQL at {at}"))?;
+    first.close().await.ok();
+    Ok(PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(opts)
+        .await?)
 }
