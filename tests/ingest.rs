@@ -156,6 +156,15 @@ async fn lease_contract(mk: impl Fn(isir::store::Store, Duration) -> Lease, b: B
         ga.expires_at >= before + ttl_ms - 200 && ga.expires_at <= isir::store::now_ms() + ttl_ms,
         "{ga:?} from {before}"
     );
+    // `lease show` names the holder, its epoch and when it expires.
+    let info = c.show().await.unwrap();
+    assert_eq!(info.holder.as_deref(), Some(a.holder()));
+    assert_eq!(info.epoch, Some(ga.epoch));
+    let e = info.expires_at.unwrap();
+    assert!(
+        e > isir::store::now_ms() && e <= isir::store::now_ms() + ttl_ms,
+        "{info:?}"
+    );
     // Exactly one holder.
     match c.acquire().await.unwrap() {
         Acquire::HeldBy { holder, expires_at } => {
@@ -174,6 +183,13 @@ async fn lease_contract(mk: impl Fn(isir::store::Store, Duration) -> Lease, b: B
     assert!(a.renew(ga.epoch).await.unwrap());
     // The holder pauses past its TTL; another takes over with a higher epoch.
     tokio::time::sleep(ttl + Duration::from_millis(300)).await;
+    // An expired lease has no holder; the last epoch is still told.
+    let info = c.show().await.unwrap();
+    assert_eq!(
+        (info.holder.as_deref(), info.epoch, info.expires_at),
+        (None, Some(ga.epoch), None),
+        "{info:?}"
+    );
     let Acquire::Granted(gc) = c.acquire().await.unwrap() else {
         panic!("expired lease must be free")
     };
