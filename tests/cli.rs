@@ -189,6 +189,7 @@ async fn state_commands_print_json_and_exit_codes_mean_one_thing() {
 async fn json_logs_and_a_request_line_without_query_values() {
     let db = common::fresh_db(Backend::Sqlite).await;
     let url = db.url.clone();
+    assert!(isir(&url, &["migrate"], &[]).status.success());
     // A JSON log line from a command that logs (a phase change is a warning).
     let o = isir(
         &url,
@@ -631,4 +632,39 @@ fn an_unreachable_postgres_is_named_at_once() {
             "{args:?}: {took:?}"
         );
     }
+}
+
+/// A mistyped `database.url` is an error, not a new empty replica: the commands that
+/// read or repair a replica say "no replica at ..." and exit 1, and leave no file
+/// behind; only the commands meant to make one (`migrate`, the writer's `run` and
+/// `poll --once`, `snapshot restore`, `demo`) create it.
+#[tokio::test]
+async fn only_the_commands_that_make_a_replica_create_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo.db");
+    let url = format!("sqlite://{}", typo.display());
+    for args in [
+        &["status"][..],
+        &["checkpoint", "get"],
+        &["project", "status"],
+        &["watch", "list"],
+        &["phase", "get"],
+        &["lease", "show"],
+        &["quarantine", "list"],
+    ] {
+        let o = isir(&url, args, &[]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("no replica at sqlite://"), "{args:?}: {err}");
+        assert!(!typo.exists(), "{args:?} created {}", typo.display());
+    }
+    // The same on PostgreSQL: a database without the replica's tables stays empty.
+    let pg = common::fresh_db(Backend::Postgres).await;
+    let o = isir(&pg.url, &["status"], &[]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no replica at postgres://"));
+    // `migrate` makes one, and then the others work.
+    assert!(isir(&url, &["migrate"], &[]).status.success());
+    assert!(typo.exists());
+    assert!(isir(&url, &["status"], &[]).status.success());
 }

@@ -213,6 +213,11 @@ async fn lease_contract(mk: impl Fn(isir::store::Store, Duration) -> Lease, b: B
         panic!()
     };
     assert!(ga2.epoch > gc.epoch);
+    // An operator's forced release removes whoever holds it, and says whether one did.
+    assert!(c.force_release().await.unwrap());
+    assert_eq!(c.show().await.unwrap().holder, None);
+    assert!(!c.force_release().await.unwrap());
+    assert!(!a.renew(ga2.epoch).await.unwrap());
 }
 
 #[tokio::test]

@@ -191,6 +191,7 @@ fn an_existing_replica_open_to_others_is_warned_about() {
         String::from_utf8_lossy(&o.stderr).to_string()
     };
     let env = [("ISIR_DATABASE__URL", url.as_str())];
+    run(&mut under_umask(&["migrate"], &env, &control));
     let quiet = status(&env);
     assert!(!quiet.contains("group or others"), "{quiet}");
     std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -507,6 +508,7 @@ async fn a_reader_role_serves_without_the_secrets() {
 #[tokio::test]
 async fn grant_reader_on_sqlite_is_refused() {
     let db = common::fresh_db(Backend::Sqlite).await;
+    common::store(&db).await;
     let o = Command::new(env!("CARGO_BIN_EXE_isir"))
         .args(["db", "grant-reader", "someone"])
         .env("ISIR_DATABASE__URL", &db.url)

@@ -198,6 +198,34 @@ pub enum Command {
     },
 }
 
+/// The commands that make a replica where there is none: the writer (`run`, and its one
+/// tick `poll --once`), `migrate` and a snapshot's restore (and `demo`, on its own
+/// database). Every other command works on a replica that exists.
+fn creates_replica(c: &Command) -> bool {
+    matches!(
+        c,
+        Command::Run
+            | Command::Poll(_)
+            | Command::Migrate(_)
+            | Command::Snapshot {
+                cmd: snapshot::SnapshotCmd::Restore { .. }
+            }
+    )
+}
+
+/// Refuses a `database.url` that holds no replica (a mistyped path would otherwise be
+/// a new, empty one, and the command would report an empty state as if it were true).
+async fn require_replica(settings: &Settings) -> anyhow::Result<()> {
+    let url = &settings.database.url;
+    if crate::store::Store::replica_exists(url).await? {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "no replica at {} (database.url): `isir migrate` or `isir run` creates one",
+        crate::app::redact(url)
+    )
+}
+
 /// Loads the settings and starts logging in their format.
 fn settings(config: Option<&std::path::Path>) -> anyhow::Result<Settings> {
     let s = Settings::load(config)?;
@@ -270,7 +298,11 @@ pub async fn main(cli: Cli) -> anyhow::Result<Exit> {
             r
         }
         command => {
-            let app = App::build(settings(config)?).await?;
+            let settings = settings(config)?;
+            if !creates_replica(&command) {
+                require_replica(&settings).await?;
+            }
+            let app = App::build(settings).await?;
             let code = match command {
                 Command::Run => {
                     crate::daemon::run(&app, crate::daemon::shutdown_signal("the current page"))

@@ -42,6 +42,29 @@ impl Store {
         }
     }
 
+    /// Whether `url` holds a replica already: a SQLite file that exists (an in-memory
+    /// database counts), or a PostgreSQL database with the writer's table. Creates
+    /// nothing: the commands that only read or repair a replica ask first, so that a
+    /// mistyped `database.url` is an error, not a new empty replica.
+    pub async fn replica_exists(url: &str) -> anyhow::Result<bool> {
+        if url.starts_with("sqlite:") {
+            let opts = SqliteConnectOptions::from_str(url)?;
+            let file = opts.get_filename();
+            return Ok(!super::files::on_disk(file) || file.exists());
+        }
+        use sqlx::Connection;
+        let opts = sqlx::postgres::PgConnectOptions::from_str(url)?;
+        let at = format!("{}:{}", opts.get_host(), opts.get_port());
+        let mut c = sqlx::PgConnection::connect_with(&opts)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL at {at}: {e}"))?;
+        let found: bool = sqlx::query_scalar("SELECT to_regclass('writer_state') IS NOT NULL")
+            .fetch_one(&mut c)
+            .await?;
+        c.close().await.ok();
+        Ok(found)
+    }
+
     /// A read-only connection pool (`isir serve`): SQLite opened read-only, PostgreSQL
     /// sessions with `default_transaction_read_only`. Never migrates.
     pub async fn connect_read_only(url: &str, max_connections: u32) -> anyhow::Result<Store> {

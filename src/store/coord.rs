@@ -134,11 +134,15 @@ impl Store {
     }
 
     /// Releases the lease whoever holds it (operators, `--force`).
+    /// Removes the lease's holder; whether one held it (an expired holder does not, as
+    /// with Redis, whose key has expired by then).
     pub async fn lease_force_release(&self, name: &str) -> Result<bool, StoreError> {
         let n = both!(self, |p| sqlx::query(
-            "UPDATE lease SET holder = NULL, expires_at = 0 WHERE name = $1"
+            "UPDATE lease SET holder = NULL, expires_at = 0 \
+             WHERE name = $1 AND holder IS NOT NULL AND expires_at > $2"
         )
         .bind(name)
+        .bind(now_ms())
         .execute(p)
         .await?
         .rows_affected());
