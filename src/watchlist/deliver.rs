@@ -213,5 +213,14 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(retry_after("soon"), None);
+        // An HTTP date two minutes ahead (RFC 9110's IMF-fixdate) is two minutes.
+        let later = (chrono::Utc::now() + chrono::Duration::seconds(120))
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string();
+        let d = retry_after(&later).unwrap();
+        assert!(
+            d >= Duration::from_secs(118) && d <= Duration::from_secs(120),
+            "{later}: {d:?}"
+        );
     }
 }
