@@ -95,10 +95,6 @@ impl Sender {
         })
     }
 
-    pub fn policy(&self) -> &Policy {
-        &self.policy
-    }
-
     /// POSTs `body` to `url` signed as message `id`, at most `timeout` for the attempt.
     /// `has_rc`: the list holds birth numbers (then only `https`, unless allowed).
     pub async fn attempt(
