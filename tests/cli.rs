@@ -270,7 +270,7 @@ async fn serve_logged(
         .port();
     let bind = format!("127.0.0.1:{port}");
     let log = dir.join("serve.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_isir"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_isir"))
         .arg("serve")
         .env("ISIR_DATABASE__URL", db_url)
         .env("ISIR_API__BIND", &bind)
@@ -292,6 +292,8 @@ async fn serve_logged(
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("isir serve did not start");
 }
 
