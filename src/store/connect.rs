@@ -54,10 +54,7 @@ impl Store {
         }
         use sqlx::Connection;
         let opts = sqlx::postgres::PgConnectOptions::from_str(url)?;
-        let at = format!("{}:{}", opts.get_host(), opts.get_port());
-        let mut c = sqlx::PgConnection::connect_with(&opts)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to PostgreSQL at {at}: {e}"))?;
+        let mut c = pg_connect(&opts).await?;
         let found: bool = sqlx::query_scalar("SELECT to_regclass('writer_state') IS NOT NULL")
             .fetch_one(&mut c)
             .await?;
@@ -210,21 +207,26 @@ async fn pg_pool(
     opts: sqlx::postgres::PgConnectOptions,
     max_connections: u32,
 ) -> anyhow::Result<sqlx::PgPool> {
-    use anyhow::Context;
     use sqlx::Connection;
-    let at = format!("{}:{}", opts.get_host(), opts.get_port());
-    let first = tokio::time::timeout(
-        Duration::from_secs(10),
-        sqlx::PgConnection::connect_with(&opts),
-    )
-    .await
-    .map_err(|_| anyhow::anyhow!("no answer within 10 s"))
-    .and_then(|c| c.map_err(|e| anyhow::anyhow!("{e}")))
-    .with_context(|| format!("cannot connect to PostgreSQL at {at}"))?;
-    first.close().await.ok();
+    pg_connect(&opts).await?.close().await.ok();
     Ok(PgPoolOptions::new()
         .max_connections(max_connections)
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(opts)
         .await?)
+}
+
+/// One plain connection, within 10 s; a failure names the server's address.
+async fn pg_connect(opts: &sqlx::postgres::PgConnectOptions) -> anyhow::Result<sqlx::PgConnection> {
+    use anyhow::Context;
+    use sqlx::Connection;
+    let at = format!("{}:{}", opts.get_host(), opts.get_port());
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        sqlx::PgConnection::connect_with(opts),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("no answer within 10 s"))
+    .and_then(|c| c.map_err(|e| anyhow::anyhow!("{e}")))
+    .with_context(|| format!("cannot connect to PostgreSQL at {at}"))
 }
