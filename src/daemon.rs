@@ -167,10 +167,7 @@ pub async fn serve(
         budget: std::sync::Arc::new(budget),
     };
     let listeners = crate::http::bind(settings).await?;
-    crate::http::serve(
-        listeners,
-        crate::http::state(settings, store, status).with_privacy(privacy),
-        shutdown,
-    )
-    .await
+    let mut state = crate::http::state(settings, store, status).with_privacy(privacy);
+    state.read_only_admin();
+    crate::http::serve(listeners, state, shutdown).await
 }

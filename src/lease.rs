@@ -37,6 +37,7 @@ pub struct LeaseInfo {
     pub backend: &'static str,
     pub holder: Option<String>,
     pub epoch: Option<i64>,
+    #[serde(serialize_with = "crate::store::rfc3339::opt_ms")]
     pub expires_at: Option<i64>,
 }
 

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use std::sync::Arc;
 
@@ -38,6 +38,43 @@ pub struct ApiStatus {
     pub bind: String,
     /// Whether `/healthz` answered on `api.bind` (only `isir status` probes it).
     pub reachable: Option<bool>,
+    /// This replica's identifier (`replica_id`, made at `migrate`; not a secret).
+    pub replica: Option<String>,
+    /// The identifier `/healthz` on `api.bind` gave (only `isir status` probes it):
+    /// another value means another replica answers there.
+    pub answering_replica: Option<String>,
+}
+
+/// A part of the status read from a back end that may fail (the lease, the budget),
+/// in JSON: `available`, `error` (null when available), and the part's own fields when
+/// available. One schema for both outcomes, never serde's `Ok`/`Err`.
+fn part<T: Serialize, S: Serializer>(r: &Result<T, String>, s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Part<'a, T: Serialize> {
+        available: bool,
+        error: Option<&'a String>,
+        #[serde(flatten)]
+        value: Option<&'a T>,
+    }
+    Part {
+        available: r.is_ok(),
+        error: r.as_ref().err(),
+        value: r.as_ref().ok(),
+    }
+    .serialize(s)
+}
+
+/// Actions stored per hour, in JSON: `[{"hour": RFC 3339, "actions": n}]`.
+fn hours<S: Serializer>(v: &[(i64, i64)], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Hour {
+        hour: String,
+        actions: i64,
+    }
+    s.collect_seq(v.iter().map(|&(h, n)| Hour {
+        hour: fmt_ms(h),
+        actions: n,
+    }))
 }
 
 #[derive(Debug, Serialize)]
@@ -51,12 +88,17 @@ pub struct Status {
     /// Records repaired from windows-1250 and stored (their bytes kept in the quarantine).
     pub repaired: i64,
     pub epoch: i64,
+    #[serde(serialize_with = "part")]
     pub lease: Result<LeaseInfo, String>,
+    #[serde(serialize_with = "part")]
     pub budget: Result<BudgetUsage, String>,
     pub head_id: Option<i64>,
     pub head_checked_at: Option<String>,
     pub lag_ids: Option<i64>,
     pub lag_seconds: Option<i64>,
+    /// How far the source's newest ID is below the checkpoint, when the last tick found
+    /// it so: a reset or different register. Never caught up while set.
+    pub source_behind_ids: Option<i64>,
     pub backfill_eta: Option<String>,
     pub last_tick: Option<TickRecord>,
     pub recent_ticks: Vec<TickRecord>,
@@ -66,6 +108,7 @@ pub struct Status {
     /// Backfill progress from `poll.start_id` to the head, 0 to 1.
     pub progress: Option<f64>,
     /// Actions stored per hour over the last three days: (hour start in ms, actions).
+    #[serde(serialize_with = "hours")]
     pub stored_per_hour: Vec<(i64, i64)>,
     /// Watchlists and their notifier: cursor, lag behind the watermark, failing state.
     pub watchlists: Vec<WatchStatus>,
@@ -135,7 +178,11 @@ pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
     let stored = app.store.count_actions().await?;
     let (quarantined, repaired) = app.store.quarantine_counts().await?;
     let ticks = app.store.recent_ticks(10).await?;
+    // A source found behind the checkpoint: no lag, no ETA, no progress (never "caught
+    // up"), but how far behind it is.
+    let behind = st.source_behind();
     let lag_ids = match (st.head_id, st.checkpoint) {
+        _ if behind.is_some() => None,
         (Some(h), Some(c)) => Some((h - c).max(0)),
         (Some(h), None) => Some(h - app.settings.poll.start_id.max(0)),
         _ => None,
@@ -179,7 +226,8 @@ pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
         head_checked_at: st.head_checked_at.map(fmt_ms),
         lag_ids,
         lag_seconds,
-        backfill_eta: st.head_id.map(|h| {
+        source_behind_ids: behind,
+        backfill_eta: st.head_id.filter(|_| behind.is_none()).map(|h| {
             eta_text(
                 &app.settings,
                 st.checkpoint.unwrap_or(app.settings.poll.start_id),
@@ -200,8 +248,10 @@ pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
             lag_ids: watermark.map(|w| (st.checkpoint.unwrap_or(-1) - w).max(0)),
             bind: app.settings.api.bind.clone(),
             reachable: None,
+            replica: app.store.replica_id().await?,
+            answering_replica: None,
         },
-        progress: st.head_id.map(|h| {
+        progress: st.head_id.filter(|_| behind.is_none()).map(|h| {
             let start = app.settings.poll.start_id.max(0);
             let done = st.checkpoint.unwrap_or(start) - start;
             let all = (h - start).max(1);
@@ -213,6 +263,28 @@ pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
             .stored_per_hour(crate::store::now_ms() - 72 * 3_600_000)
             .await?,
     })
+}
+
+impl ApiStatus {
+    /// What answers on `api.bind`, as `isir status` found it: this replica, another one
+    /// (its identifier), or nothing.
+    pub fn answering_text(&self) -> String {
+        match (self.reachable, &self.answering_replica, &self.replica) {
+            (Some(false), ..) => " (not answering)".into(),
+            (Some(true), Some(a), Some(mine)) if a == mine => " (answering: this replica)".into(),
+            (Some(true), Some(a), _) => format!(
+                " (answering, but ANOTHER replica: {a}; this one is {})",
+                self.replica
+                    .as_deref()
+                    .unwrap_or("unnamed (run isir migrate)")
+            ),
+            (Some(true), None, _) => {
+                " (something answers, but gives no replica identifier: not this replica's API)"
+                    .into()
+            }
+            (None, ..) => String::new(),
+        }
+    }
 }
 
 impl Status {
@@ -262,12 +334,23 @@ impl Status {
             opt(self.head_id),
             self.head_checked_at.as_deref().unwrap_or("never")
         );
-        let _ = writeln!(
-            o,
-            "lag          {} IDs, {}",
-            opt(self.lag_ids),
-            self.lag_seconds.map(human).unwrap_or_else(|| "-".into())
-        );
+        match (self.source_behind_ids, self.head_id, self.checkpoint) {
+            (Some(_), Some(h), Some(c)) => {
+                let _ = writeln!(
+                    o,
+                    "lag          SOURCE BEHIND: {} (isir runbook: docs/runbooks/source-outage.md)",
+                    crate::poller::behind_text(h, c)
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    o,
+                    "lag          {} IDs, {}",
+                    opt(self.lag_ids),
+                    self.lag_seconds.map(human).unwrap_or_else(|| "-".into())
+                );
+            }
+        }
         if let Some(e) = &self.backfill_eta {
             let _ = writeln!(o, "backfill     {e}");
         }
@@ -297,11 +380,7 @@ impl Status {
                 "off (phase before serve)"
             },
             self.api.bind,
-            match self.api.reachable {
-                Some(true) => " (answering)",
-                Some(false) => " (not answering)",
-                None => "",
-            },
+            self.api.answering_text(),
             opt(self.api.watermark),
             opt(self.api.lag_ids)
         );

@@ -92,7 +92,7 @@ pub const CATALOGUE: &[(&str, Kind, Option<Unit>, &str)] = &[
         "isir_ticks_total",
         Kind::Counter,
         None,
-        "Poller ticks, by outcome (caught_up, batch_limit, lease_not_held, budget_spent, source_error, store_error, lease_lost, disabled, interrupted).",
+        "Poller ticks, by outcome (caught_up, batch_limit, lease_not_held, budget_spent, source_error, store_error, lease_lost, source_behind, disabled, interrupted).",
     ),
     (
         "isir_tick_duration_seconds",
@@ -159,6 +159,12 @@ pub const CATALOGUE: &[(&str, Kind, Option<Unit>, &str)] = &[
         Kind::Gauge,
         None,
         "Action IDs between the replica's checkpoint and the register's head.",
+    ),
+    (
+        "isir_source_behind_ids",
+        Kind::Gauge,
+        None,
+        "How far the register's newest ID is below the replica's checkpoint (0 when it is not): above 0, the source was reset or source.url names another register, and nothing is fetched; read from the store at scrape time.",
     ),
     (
         "isir_lease_held",

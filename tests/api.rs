@@ -1335,3 +1335,130 @@ async fn lookups_and_lists_sqlite() {
 async fn lookups_and_lists_postgres() {
     lookups_and_lists(Backend::Postgres).await;
 }
+
+/// The test's own folding of a code to what a user types: lower case, no diacritics.
+fn ascii_lower(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            'Á' | 'á' => 'a',
+            'Č' | 'č' => 'c',
+            'Ď' | 'ď' => 'd',
+            'É' | 'é' | 'Ě' | 'ě' => 'e',
+            'Í' | 'í' => 'i',
+            'Ň' | 'ň' => 'n',
+            'Ó' | 'ó' => 'o',
+            'Ř' | 'ř' => 'r',
+            'Š' | 'š' => 's',
+            'Ť' | 'ť' => 't',
+            'Ú' | 'ú' | 'Ů' | 'ů' => 'u',
+            'Ý' | 'ý' => 'y',
+            'Ž' | 'ž' => 'z',
+            c => c.to_ascii_lowercase(),
+        })
+        .collect()
+}
+
+/// Filter values are checked (issue 35): `state`, `debtor_kind`, `role` and `type` take
+/// the register's codes whatever their case and diacritics (`konkurs`, `ODDLUZENI`), and
+/// a value that is no code answers 400 naming the valid ones, not 200 with no rows. The
+/// codes come from the simulator's truth (the states and kinds of its notes, the type
+/// codes of its actions) and PROTOCOL.md's lists.
+#[tokio::test]
+async fn filter_values_are_codes_in_any_case() {
+    use isir::sim::TruthNote;
+    let (sim, app, api, _g, _db) = served(Backend::Sqlite).await;
+    app.store.set_setting("phase", "serve").await.unwrap();
+    let truth = sim.truth_models();
+    // Each case's last state, as the feed spells it.
+    let mut last_state = std::collections::BTreeMap::new();
+    for (a, n) in &truth {
+        if let TruthNote::Model(d) = n
+            && let Some(s) = d.case.as_ref().and_then(|c| c.state.clone())
+        {
+            last_state.insert(a.case_number.clone(), s);
+        }
+    }
+    let states: BTreeSet<&String> = last_state.values().collect();
+    assert!(states.len() >= 3, "{states:?}");
+    for s in states {
+        let exact = walk(
+            &api,
+            &format!("/v1/cases?state={}&limit=1000", q(s)),
+            "cases",
+        )
+        .await;
+        assert!(!exact.is_empty(), "{s}");
+        assert!(exact.iter().all(|c| c["state"] == s.as_str()));
+        for typed in [ascii_lower(s), ascii_lower(s).to_uppercase()] {
+            let got = walk(
+                &api,
+                &format!("/v1/cases?state={}&limit=1000", q(&typed)),
+                "cases",
+            )
+            .await;
+            assert_eq!(got, exact, "state={typed} is state={s}");
+        }
+    }
+    let (st, _, body) = api.get("/v1/cases?state=bankrot").await;
+    assert_eq!(st, 400, "{body}");
+    let detail = body["detail"].as_str().unwrap();
+    for code in ["KONKURS", "ODDLUŽENÍ", "NEVYRIZENA", "MORATORIUM"] {
+        assert!(detail.contains(code), "{detail}");
+    }
+
+    // Debtor kinds: `f` is `F` (PROTOCOL.md: natural person).
+    let upper = walk(&api, "/v1/cases?debtor_kind=F&limit=1000", "cases").await;
+    assert!(!upper.is_empty());
+    assert_eq!(
+        walk(&api, "/v1/cases?debtor_kind=f&limit=1000", "cases").await,
+        upper
+    );
+    let (st, _, body) = api.get("/v1/cases?debtor_kind=human").await;
+    assert_eq!(st, 400, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("PODNIKATEL"));
+
+    // Roles of the name search: `spravce` is `SPRÁVCE`.
+    let admin = truth
+        .iter()
+        .find_map(|(_, n)| match n {
+            TruthNote::Model(d) => d
+                .person
+                .as_ref()
+                .filter(|p| p.role.as_deref() == Some("SPRÁVCE"))
+                .and_then(|p| p.name.clone()),
+            _ => None,
+        })
+        .expect("the truth names an administrator");
+    let exact = api
+        .get(&format!(
+            "/v1/search?q={}&role={}&limit=1000",
+            q(&admin),
+            q("SPRÁVCE")
+        ))
+        .await;
+    assert_eq!(exact.0, 200, "{}", exact.2);
+    assert!(!exact.2["subjects"].as_array().unwrap().is_empty());
+    let typed = api
+        .get(&format!(
+            "/v1/search?q={}&role=spravce&limit=1000",
+            q(&admin)
+        ))
+        .await;
+    assert_eq!(typed.2["subjects"], exact.2["subjects"]);
+    let (st, _, body) = api
+        .get(&format!("/v1/search?q={}&role=boss", q(&admin)))
+        .await;
+    assert_eq!(st, 400, "{body}");
+    assert!(body["detail"].as_str().unwrap().contains("VĚŘITEL"));
+
+    // Action types: a code of the data answers its events; a code neither in the code
+    // list nor in the data is a 400.
+    let code = &truth[truth.len() / 2].0.type_code;
+    let (st, _, body) = api.get(&format!("/v1/events?type={code}&limit=5")).await;
+    assert_eq!(st, 200, "{body}");
+    assert!(!body["events"].as_array().unwrap().is_empty());
+    let used: BTreeSet<&str> = truth.iter().map(|(a, _)| a.type_code.as_str()).collect();
+    assert!(!used.contains("987654"));
+    let (st, _, body) = api.get("/v1/events?type=987654").await;
+    assert_eq!(st, 400, "{body}");
+}

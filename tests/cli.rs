@@ -670,3 +670,247 @@ async fn only_the_commands_that_make_a_replica_create_one() {
     assert!(typo.exists());
     assert!(isir(&url, &["status"], &[]).status.success());
 }
+
+/// Every key of a JSON document, with its path.
+fn keys(v: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{path}.{k}");
+                out.push(p.clone());
+                keys(x, &p, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                keys(x, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A time as RFC 3339 (the form the text prints), not epoch milliseconds.
+fn rfc3339(v: &serde_json::Value, what: &str) -> chrono::DateTime<chrono::FixedOffset> {
+    let s = v
+        .as_str()
+        .unwrap_or_else(|| panic!("{what} is not an RFC 3339 string: {v}"));
+    chrono::DateTime::parse_from_rfc3339(s).unwrap_or_else(|e| panic!("{what} = {s}: {e}"))
+}
+
+/// `isir status --json` has one schema: no serde `Ok`/`Err` wrappers around the lease and
+/// the budget (both give `available` and `error`), and every time in RFC 3339, as the
+/// text form shows it (issue 35). Figures from the simulator: what it served and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_json_has_one_schema_and_rfc3339_times() {
+    let (sim, src, _g) = common::sim(1_500, 1000, 98).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let env = [("ISIR_SOURCE__URL", src.as_str())];
+    let p = isir(&db.url, &["poll", "--once"], &env);
+    assert_eq!(p.status.code(), Some(0), "{p:?}");
+    let st = isir(&db.url, &["status", "--json"], &env);
+    assert!(st.status.success(), "{st:?}");
+    let v = json(&st);
+    let mut all = Vec::new();
+    keys(&v, "", &mut all);
+    let wrapped: Vec<_> = all
+        .iter()
+        .filter(|k| k.ends_with(".Ok") || k.ends_with(".Err"))
+        .collect();
+    assert!(
+        wrapped.is_empty(),
+        "serde's Result in the schema: {wrapped:?}"
+    );
+
+    let now = chrono::Utc::now();
+    assert_eq!(v["lease"]["available"], true, "{}", v["lease"]);
+    assert_eq!(v["lease"]["error"], serde_json::Value::Null);
+    assert_eq!(v["budget"]["available"], true);
+    assert_eq!(v["budget"]["error"], serde_json::Value::Null);
+    // The budget counted what the register received.
+    assert_eq!(
+        v["budget"]["used"].as_u64(),
+        Some(sim.stats().requests_total)
+    );
+    rfc3339(&v["budget"]["resets_at"], "budget.resets_at");
+    rfc3339(&v["head_checked_at"], "head_checked_at");
+    let at = rfc3339(&v["last_tick"]["at"], "last_tick.at");
+    assert!(
+        (now - at.to_utc()).num_seconds().abs() < 300,
+        "{at} is not now"
+    );
+    for (i, t) in v["recent_ticks"].as_array().unwrap().iter().enumerate() {
+        rfc3339(&t["at"], &format!("recent_ticks[{i}].at"));
+    }
+    let hours = v["stored_per_hour"].as_array().unwrap();
+    let mut stored = 0;
+    for h in hours {
+        rfc3339(&h["hour"], "stored_per_hour[].hour");
+        stored += h["actions"].as_i64().unwrap();
+    }
+    assert_eq!(stored as usize, sim.truth_all().len());
+
+    // A lease back end that cannot be reached: the same keys, `available` false, the
+    // error named, and still no `Err`.
+    let down = isir(
+        &db.url,
+        &["status", "--json"],
+        &[("ISIR_REDIS__URL", "redis://127.0.0.1:1")],
+    );
+    assert!(down.status.success(), "{down:?}");
+    let d = json(&down);
+    assert_eq!(d["lease"]["available"], false, "{}", d["lease"]);
+    assert!(d["lease"]["error"].as_str().is_some_and(|e| !e.is_empty()));
+    let mut all = Vec::new();
+    keys(&d, "", &mut all);
+    assert!(
+        !all.iter()
+            .any(|k| k.ends_with(".Ok") || k.ends_with(".Err"))
+    );
+}
+
+/// `isir status` says which replica answers on `api.bind`: `/healthz` carries the
+/// replica's identifier (the `replica_id` setting `migrate` makes, read here with SQL),
+/// and status compares it with its own. Another replica's API on the port is named as
+/// such, not as "answering" (issue 35).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_names_the_replica_that_answers() {
+    let a = common::fresh_db(Backend::Sqlite).await;
+    let b = common::fresh_db(Backend::Sqlite).await;
+    for db in [&a, &b] {
+        let m = isir(&db.url, &["migrate"], &[]);
+        assert!(m.status.success(), "{m:?}");
+    }
+    let id_of = |url: String| async move {
+        let pool = sqlx::SqlitePool::connect(&url).await.unwrap();
+        let id: String = sqlx::query_scalar("SELECT value FROM settings WHERE key = 'replica_id'")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
+        id
+    };
+    let (ida, idb) = (id_of(a.url.clone()).await, id_of(b.url.clone()).await);
+    assert_ne!(ida, idb, "two replicas, one identifier");
+    // A second migrate keeps the identifier.
+    isir(&a.url, &["migrate"], &[]);
+    assert_eq!(id_of(a.url.clone()).await, ida);
+
+    let dir = tempfile::tempdir().unwrap();
+    let (bind, child, _log) = serve_logged(&a.url, &[], dir.path()).await;
+    let _stop = Stop(child);
+    let health: serde_json::Value = reqwest::get(format!("http://{bind}/healthz"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["replica"], ida.as_str());
+    // The identifier is not the replica's secret.
+    let pool = sqlx::SqlitePool::connect(&a.url).await.unwrap();
+    let secrets: Vec<String> = sqlx::query_scalar("SELECT value FROM secrets")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert!(!secrets.iter().any(|s| s.contains(&ida)));
+
+    let env = [("ISIR_API__BIND", bind.as_str())];
+    let mine = isir(&a.url, &["status", "--json"], &env);
+    let v = json(&mine);
+    assert_eq!(v["api"]["reachable"], true);
+    assert_eq!(v["api"]["replica"], ida.as_str());
+    assert_eq!(v["api"]["answering_replica"], ida.as_str());
+    let text = isir(&a.url, &["status"], &env);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("answering: this replica"), "{text}");
+
+    // Replica b's status, with a's API on the port.
+    let other = isir(&b.url, &["status", "--json"], &env);
+    let v = json(&other);
+    assert_eq!(v["api"]["replica"], idb.as_str());
+    assert_eq!(v["api"]["answering_replica"], ida.as_str());
+    let text = isir(&b.url, &["status"], &env);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("ANOTHER replica") && text.contains(&ida) && !text.contains("this replica)"),
+        "{text}"
+    );
+}
+
+/// `isir serve` with an admin listener reads the replica read-only: the admin routes that
+/// change watchlists answer 409 with the reason and the commands that can (not a 500
+/// from a refused write), and those that read still answer (issue 35).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_admin_refuses_watchlist_changes_with_the_command_to_use() {
+    let db = common::fresh_db(Backend::Sqlite).await;
+    assert!(isir(&db.url, &["migrate"], &[]).status.success());
+    let admin_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let admin = format!("127.0.0.1:{admin_port}");
+    // SHA-256 of "ops" by sha256sum, as an operator writes it into the settings.
+    let digest = {
+        let out = Command::new("sh")
+            .args(["-c", "printf %s ops | sha256sum"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)[..64].to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_bind, child, _log) = serve_logged(
+        &db.url,
+        &[
+            ("ISIR_ADMIN__BIND", admin.as_str()),
+            ("ISIR_ADMIN__KEY_SHA256", digest.as_str()),
+        ],
+        dir.path(),
+    )
+    .await;
+    let _stop = Stop(child);
+    let http = reqwest::Client::new();
+    let r = http
+        .post(format!("http://{admin}/admin/watchlists"))
+        .header("x-admin-key", "ops")
+        .json(&serde_json::json!({"name": "partners", "entries": [{"ico": "12345678"}]}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    let body = r.text().await.unwrap();
+    assert_eq!(status, 409, "{body}");
+    // The command the README documents for it.
+    assert!(body.contains("isir watch add"), "{body}");
+    assert!(body.contains("read-only"), "{body}");
+    for (method, path) in [
+        (reqwest::Method::PATCH, "/admin/watchlists/partners"),
+        (reqwest::Method::DELETE, "/admin/watchlists/partners"),
+    ] {
+        let r = http
+            .request(method.clone(), format!("http://{admin}{path}"))
+            .header("x-admin-key", "ops")
+            .json(&serde_json::json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 409, "{method} {path}");
+    }
+    // Reading still works.
+    let r = http
+        .get(format!("http://{admin}/admin/watchlists?admin_key=ops"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+/// Stops a server the test started, also when the test fails (no process outlives it).
+struct Stop(std::process::Child);
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -1020,3 +1020,67 @@ async fn a_claimed_epoch_is_not_granted_twice() {
     assert!(g.epoch > 1, "epoch {} was already claimed", g.epoch);
     assert_eq!(store.writer_state().await.unwrap().epoch, g.epoch);
 }
+
+/// A source whose newest ID is below the checkpoint (a restarted simulator, another
+/// register at `source.url`) is never called caught up: the tick ends `source_behind`
+/// after the one head request, with no page request, and the checkpoint stays. A new
+/// poller reads the head on its first tick, though the stored head is fresh; while the
+/// source stays behind, every tick reads it again; the right source again, and the feed
+/// goes on. Heads and requests from the simulators' own truth and counts (issue 35).
+#[tokio::test]
+async fn a_source_behind_the_checkpoint_is_never_caught_up() {
+    let (big, big_url, _g1) = common::sim(2_500, 1000, 41).await;
+    let (small, small_url, _g2) = common::sim(300, 1000, 41).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let right = common::app(common::settings(&big_url, &db)).await;
+    let mut p = right.poller().unwrap();
+    while p.poll_once().await.outcome != TickOutcome::CaughtUp {}
+    p.release().await;
+    let cp = big.truth_all().last().unwrap().id;
+    let head = small.truth_all().last().unwrap().id;
+    assert!(head < cp, "the small register must end below the big one");
+    assert_eq!(right.store.checkpoint().await.unwrap(), Some(cp));
+
+    // The wrong source, within poll.head_check_secs of the last head read.
+    let wrong = common::app(common::settings(&small_url, &db)).await;
+    let mut w = wrong.poller().unwrap();
+    for tick in 1..=2u64 {
+        let t = w.poll_once().await;
+        assert_eq!(
+            t.outcome,
+            TickOutcome::SourceBehind {
+                head,
+                checkpoint: cp
+            },
+            "tick {tick}"
+        );
+        let st = small.stats();
+        assert_eq!(st.by_operation.get("last_id"), Some(&tick), "tick {tick}");
+        assert_eq!(st.by_operation.get("after_id"), None, "a page was asked");
+        assert_eq!(wrong.store.checkpoint().await.unwrap(), Some(cp));
+    }
+    let s = isir::status::collect(&wrong.status_source()).await.unwrap();
+    assert_eq!(s.source_behind_ids, Some(cp - head));
+    assert_eq!(s.lag_ids, None, "a lag of 0 would read as caught up");
+    assert_eq!(s.progress, None);
+    assert_eq!(s.backfill_eta, None);
+    let text = s.render_text();
+    assert!(text.contains("SOURCE BEHIND"), "{text}");
+    assert!(!text.contains("caught up"), "{text}");
+    let page = isir::web::status_page::render(&s);
+    assert!(page.contains("id=\"source-behind\""), "{page}");
+    assert_eq!(
+        wrong.store.recent_ticks(1).await.unwrap()[0].outcome,
+        "source_behind"
+    );
+    w.release().await;
+
+    // The right source again: one head read, one empty page, caught up.
+    let before = big.stats().requests_total;
+    let mut p = right.poller().unwrap();
+    assert_eq!(p.poll_once().await.outcome, TickOutcome::CaughtUp);
+    assert_eq!(big.stats().requests_total - before, 2);
+    let s = isir::status::collect(&right.status_source()).await.unwrap();
+    assert_eq!(s.source_behind_ids, None);
+    assert_eq!(s.lag_ids, Some(0));
+}

@@ -279,6 +279,35 @@ async fn search(b: Backend) {
             );
         }
     }
+    // A name pasted with its titles, as the case page shows it (the register keeps them
+    // apart: `titulPred`): the titles are ignored, before and after the name.
+    let titled: Vec<_> = people
+        .iter()
+        .filter(|d| d.person.title_before.is_some())
+        .take(5)
+        .collect();
+    assert!(!titled.is_empty(), "the truth holds no debtor with a title");
+    for d in titled {
+        let (t, first, sur) = (
+            d.person.title_before.clone().unwrap(),
+            d.person.first_name.clone().unwrap(),
+            d.person.name.clone().unwrap(),
+        );
+        for f in [
+            format!("{t} {first} {sur}"),
+            format!("{t} {first} {sur}, Ph.D."),
+            format!("doc. JUDr. {sur} {first} CSc."),
+        ] {
+            let rows = api
+                .walk(&format!("/v1/search?q={}&limit=1000", q(&f)), None)
+                .await;
+            assert!(
+                has(&rows, &d.case_number, &sur),
+                "{f:?} finds {sur} in {}",
+                d.case_number
+            );
+        }
+    }
     // A company by its first word, and with its legal form, which is ignored.
     for d in companies.iter().take(5) {
         let name = d.person.name.clone().unwrap();

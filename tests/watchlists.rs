@@ -836,6 +836,7 @@ async fn admin_listener_manages_lists_and_the_public_one_cannot() {
             separate: true,
             key_sha256: Some(hash("ops")),
             targets: Default::default(),
+            read_only: false,
         },
     );
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -292,6 +292,7 @@ async fn operator_surfaces_apart_or_behind_a_key() {
             separate: true,
             key_sha256: Some(key),
             targets: Default::default(),
+            read_only: false,
         });
     let (public, _l1) = start(state.clone(), false);
     let (admin, _l2) = start(state, true);

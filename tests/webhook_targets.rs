@@ -219,6 +219,7 @@ async fn admin_listener(store: &isir::store::Store, targets: &Policy) -> String 
             separate: true,
             key_sha256: Some(hash),
             targets: targets.clone(),
+            read_only: false,
         },
     );
     let admin = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -10,10 +10,13 @@ use axum::response::Response;
 
 use super::format::{count_of, format_of, respond_docs, respond_list, respond_text, with_count};
 use super::pagination::{decode_cursor, encode_cursor, last_action_id, limit, page, query_except};
-use super::params::{CaseListParams, NoParams, PageParams, Params, court_param, date_param, only};
+use super::params::{
+    CaseListParams, Code, KNOWN_DEBTOR_KINDS, NoParams, PageParams, Params, court_param,
+    date_param, only,
+};
 use super::stream;
 use crate::projection::columns;
-use crate::projection::sql::Tx;
+use crate::projection::sql::{Tx, Val};
 use crate::read::lists::{self, CaseQuery, Sort};
 use crate::read::params::{case_number, search_key, url_escape};
 use crate::read::{Caller, Problem, ReadState, queries, watermark};
@@ -252,11 +255,18 @@ pub(crate) async fn case_list(
     if let Some(c) = court_param(&q)? {
         cq.equal.push(("court_short", c.short.to_string()));
     }
-    if let Some(s) = q.get("state") {
-        cq.equal.push(("state", s.clone()));
-    }
-    if let Some(k) = q.get("debtor_kind") {
-        cq.equal.push(("debtor_kind", k.clone()));
+    // Codes: the documented ones whatever their case and diacritics; another value only
+    // if the projection holds it (looked up below, once the snapshot is open).
+    let mut codes: Vec<(&'static str, &'static [&'static str], Code)> = Vec::new();
+    for (param, known) in [
+        ("state", crate::projection::cases::KNOWN_STATES),
+        ("debtor_kind", KNOWN_DEBTOR_KINDS),
+    ] {
+        if let Some(v) = q.get(param) {
+            let c = Code::of(v, known);
+            cq.equal.push((param, c.value().to_string()));
+            codes.push((param, known, c));
+        }
     }
     cq.opened_from = date_param(&q, "opened_from")?;
     cq.opened_to = date_param(&q, "opened_to")?;
@@ -292,6 +302,19 @@ pub(crate) async fn case_list(
     )
     .await?;
     let at = lists::source(&mut tx, "cases").await?;
+    for (param, known, c) in &codes {
+        if let Code::Other(v) = c {
+            let held = tx
+                .texts(
+                    &format!("SELECT '1' FROM {} WHERE {param} = $1 LIMIT 1", at.cases()),
+                    &[Val::from(v.as_str())],
+                )
+                .await?;
+            if held.is_empty() {
+                return Err(Code::refuse(param, v, known));
+            }
+        }
+    }
     if streaming {
         let pages = CasePages { q: cq, at, sort };
         let caller = caller.as_ref().map(|c| &c.0);

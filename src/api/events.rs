@@ -47,11 +47,19 @@ pub(crate) async fn events(
         limit: limit + 1,
         ..EventQuery::default()
     };
+    // Action-type codes: those of the code list (data/event-types.csv); another only if
+    // the timeline holds it (the register's new codes are kept verbatim), looked up
+    // once the snapshot is open.
+    let mut unlisted: Vec<String> = Vec::new();
     for t in q.all("type") {
         if t.is_empty() || t.len() > 6 || !t.chars().all(|c| c.is_ascii_digit()) {
             return Err(Problem::bad(format!(
-                "type {t:?} is not an action-type code"
+                "type {t:?} is not an action-type code (digits, such as 1 or 363: \
+                 data/event-types.csv lists them)"
             )));
+        }
+        if !crate::codes::event_types().contains_key(t) {
+            unlisted.push(t.to_string());
         }
         if !eq.types.iter().any(|x| x == t) {
             eq.types.push(t.to_string());
@@ -102,6 +110,18 @@ pub(crate) async fn events(
         eq.cases = Some(cases);
     }
     let at = lists::source(&mut tx, "timeline").await?;
+    for t in &unlisted {
+        let sql = format!(
+            "SELECT '1' FROM {} WHERE type_code = $1 LIMIT 1",
+            at.timeline()
+        );
+        if tx.texts(&sql, &[t.as_str().into()]).await?.is_empty() {
+            return Err(Problem::bad(format!(
+                "type {t:?} is neither in the register's code list (data/event-types.csv) \
+                 nor in the data"
+            )));
+        }
+    }
     let cols = queries::event_json_sql(tx.is_postgres());
     if streaming {
         lists::events(&eq, &cols, &at)?; // refuses what it refuses before any row

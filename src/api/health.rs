@@ -21,9 +21,13 @@ pub(crate) async fn metrics_text(State(state): State<ReadState>) -> Response {
     // replica without a poller) reports the shared state: checkpoint, projection cursors
     // and lag, the last successful tick, today's budget.
     if let Some(src) = &state.status {
-        let cp = src.store.checkpoint().await.ok().flatten();
+        let ws = src.store.writer_state().await.ok();
+        let cp = ws.as_ref().and_then(|w| w.checkpoint);
         if let Some(cp) = cp {
             metrics::gauge!("isir_checkpoint_action_id").set(cp as f64);
+        }
+        if let Some(w) = &ws {
+            metrics::gauge!("isir_source_behind_ids").set(w.source_behind().unwrap_or(0) as f64);
         }
         let metas = crate::projection::metas(&src.store)
             .await
@@ -77,11 +81,20 @@ pub(crate) async fn openapi_json() -> Response {
         .into_response()
 }
 
-/// The process is up (whatever the phase).
+/// The process is up (whatever the phase), and which replica it serves: `replica` is the
+/// replica's public identifier (made at `migrate`; not a secret), so that `isir status`
+/// can tell its own API from another process on the same port. Null while the store
+/// cannot say.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, description = "Up", body = crate::api::openapi::Health)))]
-pub(crate) async fn healthz() -> Json<Value> {
-    Json(json!({"status": "ok"}))
+pub(crate) async fn healthz(State(state): State<ReadState>) -> Json<Value> {
+    // Liveness never waits on the store: at most a moment for the first read of the
+    // identifier (cached once read).
+    let replica = tokio::time::timeout(std::time::Duration::from_millis(500), state.replica_id())
+        .await
+        .ok()
+        .flatten();
+    Json(json!({"status": "ok", "replica": replica}))
 }
 
 /// Ready to serve: phase `serve` and the projections within `api.max_lag_ids` of the replica.

@@ -50,8 +50,10 @@ pub fn router(state: ReadState) -> Router {
 }
 
 /// `/healthz` alone, for the admin listener.
-pub fn health_router() -> Router {
-    Router::new().route("/healthz", get(health::healthz))
+pub fn health_router(state: ReadState) -> Router {
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .with_state(state)
 }
 
 /// The Prometheus scrape (an operator surface: [`crate::http`] guards it).

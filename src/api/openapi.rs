@@ -128,6 +128,8 @@ pub struct Stats {
 #[allow(dead_code)]
 pub struct Health {
     pub status: String,
+    /// The replica's identifier (not a secret); null while the store cannot say.
+    pub replica: Option<String>,
 }
 
 #[derive(ToSchema, Serialize)]

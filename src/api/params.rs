@@ -398,6 +398,48 @@ pub(crate) fn date_param(q: &Params, k: &str) -> Result<Option<String>, Problem>
     }
 }
 
+/// A code filter's value (`state`, `debtor_kind`, `role`, `type`) matched to the codes
+/// the protocol documents, ignoring case and diacritics (`konkurs`, `ODDLUZENI` are
+/// `KONKURS`, `ODDLUŽENÍ`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Code {
+    /// One of the documented codes, as the feed spells it.
+    Known(&'static str),
+    /// None of them: valid only if the data holds it verbatim (the register's codes are
+    /// kept as sent, PROTOCOL.md), which the caller looks up, else [`Code::refuse`].
+    Other(String),
+}
+
+impl Code {
+    pub(crate) fn of(value: &str, known: &[&'static str]) -> Code {
+        let key = crate::projection::fold::name_key(value);
+        known
+            .iter()
+            .find(|k| crate::projection::fold::name_key(k) == key)
+            .map(|k| Code::Known(k))
+            .unwrap_or_else(|| Code::Other(value.to_string()))
+    }
+
+    /// The 400 for a value that is neither documented nor in the data.
+    pub(crate) fn refuse(param: &str, value: &str, known: &[&str]) -> Problem {
+        Problem::bad(format!(
+            "{param} {value:?} is not a code of the register; one of {} (case and diacritics \
+             do not matter)",
+            known.join(", ")
+        ))
+    }
+
+    pub(crate) fn value(&self) -> &str {
+        match self {
+            Code::Known(k) => k,
+            Code::Other(v) => v,
+        }
+    }
+}
+
+/// The debtor kinds the protocol documents (`druhOsoby`).
+pub(crate) const KNOWN_DEBTOR_KINDS: &[&str] = &["F", "P", "PODNIKATEL", "SPRÁV_INS"];
+
 pub(crate) fn court_param(q: &Params) -> Result<Option<&'static crate::codes::Court>, Problem> {
     match q.get("court") {
         None => Ok(None),

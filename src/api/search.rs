@@ -10,7 +10,7 @@ use axum::response::Response;
 
 use super::format::{count_of, format_of, respond_docs, with_count};
 use super::pagination::{limit, query_except};
-use super::params::{Params, SearchParams, court_param, only};
+use super::params::{Code, Params, SearchParams, court_param, only};
 use super::stream;
 use crate::projection::columns;
 use crate::read::params::url_escape;
@@ -45,14 +45,18 @@ pub fn parse(q: &Params, pii: bool) -> Result<Search, Problem> {
     };
     Ok(Search {
         words: Search::words(text)?,
-        role: match q.get("role").map(String::as_str) {
+        role: match q
+            .get("role")
+            .map(|r| (r, Code::of(r, crate::projection::parties::KNOWN_ROLES)))
+        {
             None => None,
-            Some(r) if crate::projection::parties::KNOWN_ROLES.contains(&r) => Some(r.into()),
-            Some(r) => {
-                return Err(Problem::bad(format!(
-                    "role {r:?}: one of {}",
-                    crate::projection::parties::KNOWN_ROLES.join(", ")
-                )));
+            Some((_, Code::Known(r))) => Some(r.into()),
+            Some((r, Code::Other(_))) => {
+                return Err(Code::refuse(
+                    "role",
+                    r,
+                    crate::projection::parties::KNOWN_ROLES,
+                ));
             }
         },
         court: court_param(q)?.map(|c| c.short.to_string()),

@@ -41,7 +41,7 @@ impl Exit {
             T::CaughtUp | T::BatchLimit | T::Interrupted => Exit::Ok,
             T::LeaseNotHeld { .. } => Exit::LeaseHeld,
             T::BudgetSpent { .. } => Exit::BudgetSpent,
-            T::SourceError { .. } => Exit::SourceError,
+            T::SourceError { .. } | T::SourceBehind { .. } => Exit::SourceError,
             T::StoreError { .. } | T::LeaseLost { .. } => Exit::StoreError,
             T::Disabled { .. } => Exit::Disabled,
         }
@@ -56,7 +56,8 @@ Exit codes:
   2  the command line was wrong
   3  another process holds the writer's lease
   4  today's request budget is spent
-  5  the register failed or answered garbage (nothing past it was stored)
+  5  the register failed, answered garbage, or is behind the replica (nothing past it
+     was stored)
   6  the store failed or the lease was lost mid-tick (nothing past it was stored)
   7  ingestion is off in this phase
   8  a precondition refused the change (--force overrides)

@@ -7,21 +7,25 @@ use crate::app::App;
 
 pub async fn run(app: &App, out: Output) -> anyhow::Result<Exit> {
     let mut s = crate::status::collect(&app.status_source()).await?;
-    s.api.reachable = Some(probe(&app.settings.api.bind).await);
+    let answer = probe(&app.settings.api.bind).await;
+    s.api.reachable = Some(answer.is_some());
+    s.api.answering_replica = answer.flatten();
     out.print(&s, || s.render_text())?;
     Ok(Exit::Ok)
 }
 
-/// Whether something answers `/healthz` on `bind` within a second.
-async fn probe(bind: &str) -> bool {
-    let Ok(c) = reqwest::Client::builder()
+/// What answers `/healthz` on `bind` within a second: `None` when nothing does, else
+/// the replica identifier it gave (`None` inside when it gave none: not our API, or one
+/// from before identifiers).
+async fn probe(bind: &str) -> Option<Option<String>> {
+    let c = reqwest::Client::builder()
         .timeout(Duration::from_secs(1))
         .build()
-    else {
-        return false;
-    };
-    c.get(format!("http://{bind}/healthz"))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success())
+        .ok()?;
+    let r = c.get(format!("http://{bind}/healthz")).send().await.ok()?;
+    if !r.status().is_success() {
+        return None;
+    }
+    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    Some(body["replica"].as_str().map(str::to_owned))
 }

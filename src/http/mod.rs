@@ -53,7 +53,7 @@ pub fn admin_router(state: ReadState) -> Router {
         axum::middleware::from_fn_with_state(g.clone(), guard::admin),
     );
     let small = protect(
-        operator_routes(state, g).merge(crate::api::health_router()),
+        operator_routes(state.clone(), g).merge(crate::api::health_router(state)),
         MAX_BODY,
         timeout,
     );
@@ -139,6 +139,7 @@ pub fn state(
         separate: settings.admin.bind.is_some(),
         key_sha256: settings.admin.key_sha256.clone(),
         targets: crate::watchlist::Policy::from_settings(&settings.watch),
+        read_only: false,
     })
 }
 

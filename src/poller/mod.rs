@@ -75,6 +75,11 @@ pub enum TickOutcome {
     },
     /// The store (or the lease or budget backend) failed; no further request was sent.
     StoreError { error: String },
+    /// The source's newest ID is below the checkpoint: a source reset, restored or
+    /// replaced by another (a wrong `source.url`). Nothing is fetched (a page after the
+    /// checkpoint would be empty and wasted), and the tick is never called caught up;
+    /// every tick checks the head again until it reaches the checkpoint.
+    SourceBehind { head: i64, checkpoint: i64 },
     /// The phase does not include ingestion.
     Disabled { phase: String },
     /// Shutdown was requested between pages.
@@ -91,6 +96,7 @@ impl TickOutcome {
             TickOutcome::LeaseLost { .. } => "lease_lost",
             TickOutcome::SourceError { .. } => "source_error",
             TickOutcome::StoreError { .. } => "store_error",
+            TickOutcome::SourceBehind { .. } => "source_behind",
             TickOutcome::Disabled { .. } => "disabled",
             TickOutcome::Interrupted => "interrupted",
         }
@@ -121,6 +127,10 @@ pub struct Poller {
     held: Option<Grant>,
     /// Woken after every stored page (projection builders listen).
     stored: Arc<Notify>,
+    /// Whether this poller has read the source's newest ID itself: its first tick does,
+    /// so that a source behind the replica (a restarted simulator, another register at
+    /// `source.url`) is seen at once, not after `poll.head_check_secs`.
+    head_read: bool,
 }
 
 impl Poller {
@@ -132,6 +142,7 @@ impl Poller {
             opts,
             held: None,
             stored: Arc::new(Notify::new()),
+            head_read: false,
         }
     }
 
@@ -198,6 +209,9 @@ impl Poller {
                 TickOutcome::LeaseLost { reason } => Some(reason.clone()),
                 TickOutcome::BudgetSpent { resets_at } => Some(format!("resets at {resets_at}")),
                 TickOutcome::LeaseNotHeld { holder, .. } => Some(format!("held by {holder}")),
+                TickOutcome::SourceBehind { head, checkpoint } => {
+                    Some(behind_text(*head, *checkpoint))
+                }
                 _ => None,
             },
         };
@@ -267,10 +281,16 @@ impl Poller {
         t.checkpoint = checkpoint;
         let mut head = state.head_id;
 
-        // The newest ID, at most once per head_check (the time is stored).
-        let due = state
-            .head_checked_at
-            .is_none_or(|at| now_ms() - at >= self.opts.head_check.as_millis() as i64);
+        // The newest ID, at most once per head_check (the time is stored), and on every
+        // tick while the source was last found behind the checkpoint: only a fresh head
+        // can say it caught up again (a stored head below the checkpoint is no proof, as
+        // the checkpoint may have passed it since it was read).
+        let was_behind = state.last_tick_outcome.as_deref() == Some("source_behind");
+        let due = was_behind
+            || !self.head_read
+            || state
+                .head_checked_at
+                .is_none_or(|at| now_ms() - at >= self.opts.head_check.as_millis() as i64);
         if due {
             let Some(r) = cancellable(self.client.last_id(), shutdown).await else {
                 return TickOutcome::Interrupted;
@@ -278,17 +298,27 @@ impl Poller {
             match r {
                 Ok(h) => {
                     t.requests += 1;
+                    self.head_read = true;
                     head = Some(h);
                     if let Err(e) = self.store.record_head(h, now_ms()).await {
                         return TickOutcome::StoreError {
                             error: e.to_string(),
                         };
                     }
+                    if let Some(c) = checkpoint.filter(|&c| h < c) {
+                        t.head = head;
+                        return TickOutcome::SourceBehind {
+                            head: h,
+                            checkpoint: c,
+                        };
+                    }
                 }
                 Err(SourceError::NotGranted(g)) => return gate_outcome(g),
                 Err(e) => {
-                    // The head is only for lag figures: go on without it.
+                    // The head is only for lag figures: go on without it (and do not ask
+                    // again before head_check_secs).
                     t.requests += 1;
+                    self.head_read = true;
                     tracing::warn!(error = %e, "newest-ID check failed");
                 }
             }
@@ -473,4 +503,13 @@ fn gate_outcome(g: GateError) -> TickOutcome {
             error: format!("budget: {e}"),
         },
     }
+}
+
+/// The operator's sentence for a source behind the replica (log, tick record, status).
+pub fn behind_text(head: i64, checkpoint: i64) -> String {
+    format!(
+        "the source's newest ID {head} is below the checkpoint {checkpoint} ({} IDs): \
+         a reset or different register at source.url; nothing fetched",
+        checkpoint - head
+    )
 }

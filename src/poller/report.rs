@@ -21,6 +21,11 @@ pub(super) fn record_metrics(t: &Tick, held: Option<Grant>) {
     if let Some(c) = t.checkpoint {
         metrics::gauge!("isir_checkpoint_action_id").set(c as f64);
     }
+    if let TickOutcome::SourceBehind { head, checkpoint } = t.outcome {
+        metrics::gauge!("isir_source_behind_ids").set((checkpoint - head) as f64);
+    } else if t.head.is_some() {
+        metrics::gauge!("isir_source_behind_ids").set(0.0);
+    }
     if let Some(h) = t.head {
         metrics::gauge!("isir_source_head_action_id").set(h as f64);
         if let Some(c) = t.checkpoint {
@@ -46,6 +51,14 @@ pub(super) fn log(t: &Tick) {
         TickOutcome::LeaseNotHeld { holder, until } => {
             tracing::info!(outcome = o.name(), %holder, until = ?until.map(fmt_ms), "tick skipped: lease held elsewhere")
         }
+        TickOutcome::SourceBehind { head, checkpoint } => tracing::warn!(
+            outcome = o.name(),
+            head,
+            checkpoint,
+            requests = t.requests,
+            "tick stopped: {}",
+            super::behind_text(*head, *checkpoint)
+        ),
         TickOutcome::Disabled { phase } => {
             tracing::debug!(outcome = o.name(), %phase, "tick skipped: ingestion disabled")
         }

@@ -109,6 +109,57 @@ pub fn search_words(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// Academic and professional titles, before or after a name (`JUDr. Jan Novák, Ph.D.`),
+/// with dots and spaces removed: the register keeps them apart from the name
+/// (`titulPred`, `titulZa`), so a name pasted with them finds nothing unless they go.
+const TITLES: &[&str] = &[
+    "bc", "bca", "mgr", "mga", "ing", "ingarch", "mudr", "mddr", "mvdr", "pharmdr", "judr", "phdr",
+    "rndr", "thdr", "thlic", "thmgr", "paeddr", "rsdr", "phmr", "icdr", "icldr", "iclic", "phd",
+    "thd", "csc", "drsc", "dsc", "dis", "mba", "mpa", "llm", "llb", "msc", "bsc", "dipl", "diplng",
+    "dring", "akadmal", "akadsoch", "akadarch",
+];
+
+/// Titles that are also words of names or firms (`Doc`, `Prof`, `Dr`, `Arch`): dropped
+/// only when written with their dot (`doc.`), as a title is.
+const TITLES_WITH_DOT: &[&str] = &["doc", "prof", "dr", "arch", "akad", "mal", "soch"];
+
+/// The words of a searched text: [`search_words`] without academic and professional
+/// titles (`JUDr.`, `Ing. arch.`, `Ph.D.`, `doc.`), which are not part of a name in the
+/// register. Never drops every word: a text of titles alone stays as it is.
+pub fn query_words(s: &str) -> Vec<String> {
+    let folded = name_key(s);
+    let tokens: Vec<&str> = folded
+        .split_whitespace()
+        .flat_map(|t| t.split(','))
+        .filter(|t| !t.is_empty())
+        .collect();
+    let bare = |t: &str| -> String { t.chars().filter(|c| c.is_alphanumeric()).collect() };
+    let title = |t: &[&str]| -> bool {
+        let b: String = t.iter().map(|w| bare(w)).collect();
+        TITLES.contains(&b.as_str())
+            || (t.last().is_some_and(|w| w.ends_with('.')) && TITLES_WITH_DOT.contains(&b.as_str()))
+    };
+    // Titles may be split by spaces (`Ph. D.`, `Ing. arch.`): the longest run first.
+    let mut kept: Vec<&str> = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        match (1..=3.min(tokens.len() - i))
+            .rev()
+            .find(|&n| title(&tokens[i..i + n]))
+        {
+            Some(n) => i += n,
+            None => {
+                kept.push(tokens[i]);
+                i += 1;
+            }
+        }
+    }
+    if kept.iter().all(|t| bare(t).is_empty()) {
+        return search_words(s);
+    }
+    search_words(&kept.join(" "))
+}
+
 /// The exact-match key of a word list: its distinct words, sorted, joined by spaces
 /// (`Novák Jan` and `Jan Novák` have the same key).
 pub fn exact_key(words: &[String]) -> String {
@@ -142,6 +193,26 @@ mod tests {
             "jana novakova"
         );
     }
+    #[test]
+    fn query_words_drop_titles() {
+        let w = |s: &str| query_words(s).join(" ");
+        // The names, as the case page shows them.
+        assert_eq!(w("JUDr. Jaroslav Novák"), "jaroslav novak");
+        assert_eq!(w("Mgr. Alena Sedláčková"), "alena sedlackova");
+        assert_eq!(w("Ing. Jana Nováková"), "jana novakova");
+        assert_eq!(w("Ing. arch. Petr Malý, Ph.D."), "petr maly");
+        assert_eq!(w("prof. MUDr. Jan Dvořák, DrSc."), "jan dvorak");
+        assert_eq!(w("doc. Ing. Eva Malá, CSc., MBA"), "eva mala");
+        assert_eq!(w("Jan Novák Ph. D."), "jan novak");
+        assert_eq!(w("JUDR JAN NOVAK"), "jan novak");
+        // A word that is a title only with its dot stays without one.
+        assert_eq!(w("Doc Martens s.r.o."), "doc martens");
+        assert_eq!(w("Prof Stav a.s."), "prof stav");
+        // Titles alone are searched as given; legal forms still go.
+        assert_eq!(w("Ing."), "ing");
+        assert_eq!(w("Alza.cz a.s."), "alza cz");
+    }
+
     #[test]
     fn folds() {
         assert_eq!(name_key("Novák"), "novak");

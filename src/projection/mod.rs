@@ -151,6 +151,7 @@ pub struct Meta {
     pub cursor: i64,
     pub version: i64,
     pub counts: Counts,
+    #[serde(serialize_with = "crate::store::rfc3339::ms")]
     pub updated_at: i64,
     pub error: Option<String>,
 }

@@ -20,6 +20,24 @@ pub enum Source {
     Sqlite(i64),
 }
 
+impl Source {
+    /// The cases table or view this source reads.
+    pub fn cases(&self) -> String {
+        match self {
+            Source::Sqlite(v) => format!("cases_v{v}"),
+            Source::Views => "cases".into(),
+        }
+    }
+
+    /// The timeline table or view this source reads.
+    pub fn timeline(&self) -> String {
+        match self {
+            Source::Sqlite(v) => format!("timeline_v{v}"),
+            Source::Views => "timeline".into(),
+        }
+    }
+}
+
 /// The [`Source`] of a list over `projection`'s tables in `tx`'s snapshot.
 pub async fn source(
     tx: &mut crate::projection::sql::Tx,

@@ -119,6 +119,9 @@ pub struct AdminOptions {
     pub key_sha256: Option<String>,
     /// Where webhooks of watchlists made on the admin listener may go (`watch.*`).
     pub targets: crate::watchlist::Policy,
+    /// The store is read-only (`isir serve`): the routes that change watchlists answer
+    /// 409 with the command that can, instead of failing on the write.
+    pub read_only: bool,
 }
 
 /// Who is asking, as the HTTP guard established it (put into the request's
@@ -164,6 +167,8 @@ pub struct Shared {
     pub(crate) limited: bool,
     /// The replica's privacy key, read once from the store at the first use.
     privacy: tokio::sync::OnceCell<crate::privacy::Privacy>,
+    /// The replica's public identifier (`/healthz`), read once it is there.
+    replica: tokio::sync::OnceCell<String>,
 }
 
 impl std::ops::Deref for ReadState {
@@ -198,6 +203,7 @@ impl ReadState {
             admin: AdminOptions::default(),
             direct: crate::store::direct::Pool::for_store(&store, 16, mmap),
             privacy: tokio::sync::OnceCell::new(),
+            replica: tokio::sync::OnceCell::new(),
             store,
         }))
     }
@@ -210,6 +216,16 @@ impl ReadState {
             .map_err(Problem::internal)
     }
 
+    /// The replica's identifier (made at `migrate`), read from the store once; `None`
+    /// while the store cannot say (unreachable, or a replica from before identifiers).
+    pub async fn replica_id(&self) -> Option<&str> {
+        self.replica
+            .get_or_try_init(|| async { self.store.replica_id().await.ok().flatten().ok_or(()) })
+            .await
+            .ok()
+            .map(String::as_str)
+    }
+
     /// The state while it is being configured, before any clone exists.
     fn building(&mut self) -> &mut Shared {
         Arc::get_mut(&mut self.0).expect("the read state is configured before it is shared")
@@ -218,6 +234,11 @@ impl ReadState {
     pub fn with_status(mut self, src: crate::status::StatusSource) -> Self {
         self.building().status = Some(src);
         self
+    }
+
+    /// Marks the store read-only for the admin routes (`isir serve`).
+    pub fn read_only_admin(&mut self) {
+        self.building().admin.read_only = true;
     }
 
     pub fn with_admin(mut self, admin: AdminOptions) -> Self {

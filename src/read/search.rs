@@ -12,7 +12,7 @@
 //! writes. An erased debtor has no `names` or `parties` row, so never matches.
 
 use super::Problem;
-use crate::projection::fold::{exact_key, search_words};
+use crate::projection::fold::{exact_key, query_words};
 use crate::projection::sql::{Tx, Val};
 
 /// Characters a search text takes at most (the parameter's `maxLength`).
@@ -79,10 +79,10 @@ impl Search {
                 "q is longer than {MAX_TEXT} characters"
             )));
         }
-        let words = search_words(text);
+        let words = query_words(text);
         if words.is_empty() {
             return Err(Problem::bad(format!(
-                "q {text:?} holds no word to search (legal forms such as s.r.o. are ignored)"
+                "q {text:?} holds no word to search (legal forms such as s.r.o. and titles such as Ing. are ignored)"
             )));
         }
         if words.len() > MAX_WORDS {

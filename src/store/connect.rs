@@ -148,7 +148,16 @@ impl Store {
             &crate::privacy::Privacy::generate_hex(),
         )
         .await?;
+        // The replica's public identifier (`/healthz`, `isir status`): tells one replica
+        // from another on a shared port. Random, not derived from any secret.
+        self.init_setting(REPLICA_ID_SETTING, &new_replica_id())
+            .await?;
         Ok(())
+    }
+
+    /// The replica's identifier, when it has one (made at `migrate`).
+    pub async fn replica_id(&self) -> Result<Option<String>, StoreError> {
+        self.setting(REPLICA_ID_SETTING).await
     }
 
     /// Builds the replica's secondary index `actions (case_number, id)` if it is missing:
@@ -229,4 +238,15 @@ async fn pg_connect(opts: &sqlx::postgres::PgConnectOptions) -> anyhow::Result<s
     .map_err(|_| anyhow::anyhow!("no answer within 10 s"))
     .and_then(|c| c.map_err(|e| anyhow::anyhow!("{e}")))
     .with_context(|| format!("cannot connect to PostgreSQL at {at}"))
+}
+
+/// The settings key of the replica's identifier.
+pub const REPLICA_ID_SETTING: &str = "replica_id";
+
+/// A new replica identifier: 64 random bits in hex.
+fn new_replica_id() -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 8];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    hex::encode(b)
 }

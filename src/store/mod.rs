@@ -98,6 +98,21 @@ pub struct WriterState {
     pub last_tick_at: Option<i64>,
 }
 
+impl WriterState {
+    /// How far the source's newest ID is below the checkpoint, when the last tick found
+    /// it so (`source_behind`; a stored head below the checkpoint alone proves nothing,
+    /// as the checkpoint may have passed it since it was read).
+    pub fn source_behind(&self) -> Option<i64> {
+        if self.last_tick_outcome.as_deref() != Some("source_behind") {
+            return None;
+        }
+        match (self.head_id, self.checkpoint) {
+            (Some(h), Some(c)) if h < c => Some(c - h),
+            _ => None,
+        }
+    }
+}
+
 /// The lease as the database holds it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LeaseRow {
@@ -124,6 +139,7 @@ pub enum DbTake {
 /// One tick as recorded for status.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TickRecord {
+    #[serde(serialize_with = "rfc3339::ms")]
     pub at: i64,
     pub outcome: String,
     pub pages: i64,
@@ -143,6 +159,24 @@ pub fn fmt_ms(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.to_rfc3339())
         .unwrap_or_else(|| ms.to_string())
+}
+
+/// Serde helpers: a stored time (ms) written as RFC 3339 in every JSON the program
+/// prints or serves (`#[serde(serialize_with = "crate::store::rfc3339::ms")]`), as the
+/// text forms show it.
+pub mod rfc3339 {
+    use serde::Serializer;
+
+    pub fn ms<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::fmt_ms(*ms))
+    }
+
+    pub fn opt_ms<S: Serializer>(ms: &Option<i64>, s: S) -> Result<S::Ok, S::Error> {
+        match ms {
+            Some(v) => s.serialize_some(&super::fmt_ms(*v)),
+            None => s.serialize_none(),
+        }
+    }
 }
 
 impl From<crate::checkpoint::Refusal> for StoreError {

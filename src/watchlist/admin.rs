@@ -46,7 +46,18 @@ impl From<WatchError> for Problem {
 
 /// Writes need the admin key to be configured: an admin listener without one is for
 /// reading the status page on a trusted network, not for changing lists.
+/// A read-only store (`isir serve`) cannot change them at all: 409 (the server's state,
+/// not the request, is what refuses), naming the commands that can.
 fn writable(w: &ReadState) -> Result<(), Problem> {
+    if w.admin.read_only {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "read-only",
+            "this `isir serve` reads the replica read-only and cannot change watchlists: \
+             use `isir watch add|set|remove` on the writer's database, or the admin \
+             listener of `isir run`",
+        ));
+    }
     if w.admin.key_sha256.is_none() {
         return Err(Problem::new(
             StatusCode::FORBIDDEN,

@@ -90,7 +90,9 @@ pub struct Watchlist {
     /// `debtor` or `all`.
     pub roles: String,
     pub webhook_url: Option<String>,
-    /// Creation time (ms since the epoch).
+    /// Creation time (RFC 3339).
+    #[serde(serialize_with = "crate::store::rfc3339::ms")]
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: i64,
     /// The projection watermark when it was created: its feed starts after it.
     pub created_watermark: i64,
@@ -99,12 +101,18 @@ pub struct Watchlist {
     pub cursor: i64,
     pub delivered_batches: i64,
     pub delivered_events: i64,
+    #[serde(serialize_with = "crate::store::rfc3339::opt_ms")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub last_delivered_at: Option<i64>,
-    /// Since when (ms) the batch now pending has failed.
+    /// Since when the batch now pending has failed.
+    #[serde(serialize_with = "crate::store::rfc3339::opt_ms")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub failing_since: Option<i64>,
     /// 1 when it has failed for longer than `watch.failing_after_secs`.
     pub failing: i64,
     pub last_error: Option<String>,
+    #[serde(serialize_with = "crate::store::rfc3339::opt_ms")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub last_attempt_at: Option<i64>,
     /// Whether a previous secret still signs beside the current one (rotation).
     pub rotating: bool,

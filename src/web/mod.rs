@@ -11,7 +11,7 @@
 mod html;
 mod pages;
 pub mod problems;
-mod status_page;
+pub mod status_page;
 
 use axum::Router;
 use axum::routing::get;

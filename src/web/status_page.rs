@@ -50,10 +50,19 @@ pub fn render(s: &Status) -> String {
     let mut o = String::new();
     let _ = write!(
         o,
-        "<h1>isir status</h1><p class=\"muted\">{} back end, read {}</p><table class=\"kv\">",
+        "<h1>isir status</h1><p class=\"muted\">{} back end, read {}</p>",
         s.backend,
         escape(&fmt_ms(crate::store::now_ms()))
     );
+    if let (Some(_), Some(h), Some(c)) = (s.source_behind_ids, s.head_id, s.checkpoint) {
+        let _ = write!(
+            o,
+            "<p id=\"source-behind\" class=\"bad\"><strong>Source behind the replica:</strong> {}. \
+             Check <code>source.url</code> (docs/runbooks/source-outage.md).</p>",
+            escape(&crate::poller::behind_text(h, c))
+        );
+    }
+    o.push_str("<table class=\"kv\">");
     row(&mut o, "Phase", "phase", s.phase.as_deref().unwrap_or("–"));
     match &s.lease {
         Ok(l) => {
@@ -142,6 +151,9 @@ pub fn render(s: &Status) -> String {
                 p * 100.0
             );
         }
+        None if s.source_behind_ids.is_some() => o.push_str(
+            "<p id=\"progress\" class=\"bad\">not caught up: the source is behind the replica</p>",
+        ),
         None => o.push_str("<p id=\"progress\">the source head is not known yet</p>"),
     }
 
