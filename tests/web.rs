@@ -6,6 +6,8 @@
 
 mod common;
 
+use std::collections::BTreeSet;
+
 use common::{BOTH, Backend};
 use isir::projection::{self, cases::CaseDoc, parties::PartyDoc};
 use sha2::Digest;
@@ -168,6 +170,54 @@ async fn pages(b: Backend) {
         .filter(|x| x.name.as_deref().map(isir::projection::fold::name_key) == Some(plain.clone()))
         .count();
     assert_eq!(rows(&html), same_key.min(100));
+
+    // An administrator is a row in each of their cases, but one person: the heading
+    // counts persons and cases (issue 35), the administrator's cases from the truth.
+    let mut admins: std::collections::BTreeMap<String, (String, BTreeSet<String>)> =
+        Default::default();
+    for (a, n) in sim.truth_models() {
+        if let isir::sim::TruthNote::Model(d) = n
+            && let Some(p) = d.person.filter(|p| p.role.as_deref() == Some("SPRÁVCE"))
+        {
+            let e = admins.entry(p.id.clone()).or_insert_with(|| {
+                (
+                    format!(
+                        "{} {}",
+                        p.first_name.unwrap_or_default(),
+                        p.name.unwrap_or_default()
+                    ),
+                    BTreeSet::new(),
+                )
+            });
+            e.1.insert(a.case_number.clone());
+        }
+    }
+    let (full, theirs) = admins
+        .values()
+        .filter(|(_, c)| c.len() >= 3)
+        .min_by_key(|(_, c)| c.len())
+        .expect("an administrator of three cases or more")
+        .clone();
+    let (s, html) = web.get(&format!("/search?q={}", urlencode(&full))).await;
+    assert_eq!(s, 200);
+    if !html.contains("id=\"more\"") {
+        let at = html.find("id=\"found\"").expect("the heading");
+        let heading = &html[at..at + html[at..].find("</h2>").unwrap()];
+        let nums: Vec<usize> = heading
+            .split("<span class=\"num\">")
+            .skip(1)
+            .map(|x| x[..x.find('<').unwrap()].parse().unwrap())
+            .collect();
+        let rows = html.matches("<td class=\"name\">").count();
+        let (persons, cases) = (nums[0], nums[1]);
+        assert!(cases >= theirs.len(), "{heading}: {theirs:?}");
+        assert!(
+            persons + theirs.len() - 1 <= rows,
+            "{heading}: the administrator counted once, not in each of {} cases ({rows} rows)",
+            theirs.len()
+        );
+        assert!(heading.contains(" persons in ") || heading.contains(" person in "));
+    }
 
     // By birth number: only with the pii key (a 403 page without it), then found and
     // shown.

@@ -195,11 +195,26 @@ pub async fn search(
     let more = rows.len() as i64 > PAGE;
     rows.truncate(PAGE as usize);
     let mut o = form;
+    // A row is a person in a case: one administrator is a row in each of their cases.
+    // Persons are counted once (the register's person ID, with the name), cases once.
+    let persons: std::collections::BTreeSet<(String, String)> = rows
+        .iter()
+        .map(|p| (s(p, "person_id").trim().to_string(), person_name(p)))
+        .collect();
+    let cases: std::collections::BTreeSet<&str> =
+        rows.iter().map(|p| s(p, "case_number")).collect();
+    let n = |k: usize, one: &str, many: &str| {
+        format!(
+            "<span class=\"num\">{k}</span> {}",
+            if k == 1 { one } else { many }
+        )
+    };
     let _ = write!(
         o,
-        "<h2>{} {} match “{}” by {what}</h2>",
-        rows.len(),
-        if rows.len() == 1 { "person" } else { "persons" },
+        "<h2 id=\"found\">{}{} in {} for “{}” by {what}</h2>",
+        if more { "First page: " } else { "" },
+        n(persons.len(), "person", "persons"),
+        n(cases.len(), "case", "cases"),
         escape(&text)
     );
     o.push_str("<table id=\"results\"><tr><th>Name</th><th>Role</th><th>Case</th><th>IČO</th><th>Birth number</th><th>Birth date</th><th>Left the case</th></tr>");

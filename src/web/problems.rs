@@ -67,6 +67,12 @@ pub const KINDS: &[(&str, u16, &str, &str)] = &[
         "Send X-Admin-Key.",
     ),
     (
+        "read-only",
+        409,
+        "This process reads the replica read-only (`isir serve`): it cannot change watchlists.",
+        "Use `isir watch add|set|remove` on the writer's database, or the admin listener of `isir run`.",
+    ),
+    (
         "unavailable",
         503,
         "The read API is not serving: the feed is in a phase before `serve`, or the projections are not built yet.",
