@@ -226,6 +226,63 @@ async fn exports(b: Backend) {
         naturals > 20,
         "{naturals} natural persons among the debtors"
     );
+    // Each case's row says whose it is: the first debtor's name, first name, IČO and
+    // kind, and how many debtors (the simulator's cases have one), from the truth;
+    // empty (and 0) once erased or before the register has published the debtor.
+    let ccol = |name: &str| {
+        cases[0]
+            .iter()
+            .position(|c| c == name)
+            .unwrap_or_else(|| panic!("cases.csv has a column {name}"))
+    };
+    let (k_case, k_name, k_first, k_ico, k_kind, k_count) = (
+        ccol("case_number"),
+        ccol("debtor.name"),
+        ccol("debtor.first_name"),
+        ccol("debtor.ico"),
+        ccol("debtor.kind"),
+        ccol("debtor_count"),
+    );
+    let (mut named, mut blanked) = (0, 0);
+    for d in sim.truth_debtors() {
+        let Some(row) = cases[1..].iter().find(|r| r[k_case] == d.case_number) else {
+            continue;
+        };
+        let shown = !erased_by_w.contains(&d.case_number)
+            && published.contains(&(d.case_number.clone(), d.person.id.trim().to_string()));
+        let p = &d.person;
+        let want = if shown {
+            named += 1;
+            [
+                guarded(p.name.as_deref().unwrap_or_default()),
+                p.first_name.clone().unwrap_or_default(),
+                p.ico.clone().unwrap_or_default(),
+                p.kind.clone().unwrap_or_default(),
+                "1".to_string(),
+            ]
+        } else {
+            blanked += usize::from(erased_by_w.contains(&d.case_number));
+            [
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                "0".to_string(),
+            ]
+        };
+        let got = [
+            row[k_name].clone(),
+            row[k_first].clone(),
+            row[k_ico].clone(),
+            row[k_kind].clone(),
+            row[k_count].clone(),
+        ];
+        assert_eq!(got, want, "cases.csv's debtor of {}", d.case_number);
+    }
+    assert!(
+        named > 100 && blanked > 0,
+        "{named} named, {blanked} erased"
+    );
     drop(tx);
 
     // Personal data: masked without --include-pii, present with it.

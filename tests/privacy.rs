@@ -1087,6 +1087,47 @@ async fn erasure_reaches_kept_exports(b: Backend) {
             &secrets(&d.person),
         );
     }
+    // Its cases keep their rows, with the erased debtor's cells emptied: no name, no
+    // IČO, a count of 0, erased. Read as CSV, by the columns docs/EXPORTS.md names.
+    let (_, cases_text) = files_text(old)
+        .into_iter()
+        .find(|(p, _)| p.ends_with("cases.csv.gz"))
+        .expect("the kept export has cases.csv.gz");
+    let mut rd = csv::Reader::from_reader(cases_text.as_bytes());
+    let head = rd.headers().unwrap().clone();
+    let at = |n: &str| head.iter().position(|h| h == n).unwrap();
+    let rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
+    for d in &in_first {
+        let r = rows
+            .iter()
+            .find(|r| r[at("case_number")] == d.case_number)
+            .unwrap_or_else(|| panic!("{} keeps its row", d.case_number));
+        for c in [
+            "debtor.name",
+            "debtor.first_name",
+            "debtor.ico",
+            "debtor.kind",
+        ] {
+            assert_eq!(&r[at(c)], "", "{c} of erased {}", d.case_number);
+        }
+        assert_eq!(&r[at("debtor_count")], "0", "{}", d.case_number);
+        assert_eq!(&r[at("erased")], "true", "{}", d.case_number);
+        if let Some(name) = &d.person.name {
+            assert!(
+                !r.iter().any(|c| c == name),
+                "{}'s name is gone from its row",
+                d.case_number
+            );
+        }
+    }
+    // The other cases keep their debtors.
+    assert!(
+        rows.iter()
+            .filter(|r| !r[at("debtor.name")].is_empty())
+            .count()
+            > 100,
+        "the other cases keep their debtors' names"
+    );
     // The kept export is still whole for everyone else, and says what was done.
     assert!(old_text.contains("DLUŽNÍK"));
     let m = isir::export::read_manifest(old).unwrap();

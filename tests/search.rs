@@ -613,6 +613,97 @@ async fn search(b: Backend) {
     }
     assert!(paged >= 5, "texts of more than one page: {paged}");
 
+    // An IČO finds its subjects, as `/v1/subjects?ico=` does: every case the truth
+    // names a person of that IČO in (the generator's own models), page after page, but
+    // cases where that person is an erased debtor. The IČO of the most cases.
+    let mut by_ico: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+    for (a, n) in sim.truth_models() {
+        if let isir::sim::TruthNote::Model(d) = n
+            && let Some(ico) = d.person.and_then(|p| p.ico)
+        {
+            by_ico
+                .entry(ico.trim().to_string())
+                .or_default()
+                .insert(a.case_number);
+        }
+    }
+    let (ico, cases) = by_ico
+        .iter()
+        .filter(|(i, _)| i.len() == 8)
+        .max_by_key(|(_, c)| c.len())
+        .unwrap();
+    let want: std::collections::BTreeSet<String> = cases
+        .iter()
+        .filter(|c| {
+            !debtors.iter().any(|d| {
+                d.erased
+                    && d.case_number == **c
+                    && d.person.ico.as_deref().map(str::trim) == Some(ico)
+            })
+        })
+        .cloned()
+        .collect();
+    assert!(want.len() > 2, "{ico} is in {} cases", want.len());
+    let rows = api
+        .walk(
+            &format!("/v1/search?q={}&limit=2", q(&format!(" {ico} "))),
+            None,
+        )
+        .await;
+    let got: std::collections::BTreeSet<String> = rows
+        .iter()
+        .map(|r| r["case_number"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(&got, &want, "q={ico} finds the cases of its subjects");
+    assert!(rows.iter().all(|r| r["ico"] == ico.as_str()), "{ico}");
+    let company = companies
+        .iter()
+        .find(|d| published(&latest, d))
+        .expect("a published company debtor");
+    // A case number, with or without `INS`, in any case: a 303 to the case.
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let case = &company.case_number;
+    let (n, y) = case.strip_prefix("INS ").unwrap().split_once('/').unwrap();
+    for text in [case.clone(), format!("{n}/{y}"), format!("ins {n} / {y}")] {
+        let r = plain
+            .get(format!("{}/v1/search?q={}", api.base, q(&text)))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 303, "{text}");
+        let to = r.headers()["location"].to_str().unwrap().to_string();
+        assert_eq!(to, format!("/v1/cases/{y}/{n}"), "{text}");
+        let (s, body) = api.get(&to, None).await;
+        assert_eq!(s, 200, "{body}");
+        assert_eq!(body["case"]["case_number"], case.as_str());
+    }
+    // The name filters do not apply to an IČO or a case number; a short number is
+    // not an IČO; a birth number needs the `pii` scope.
+    for (path, status, says) in [
+        (format!("/v1/search?q={ico}&role=VĚŘITEL"), 400, "role"),
+        (
+            format!("/v1/search?q={}&court=KSPHA", q(case)),
+            400,
+            "court",
+        ),
+        (
+            "/v1/search?q=123".to_string(),
+            400,
+            "q \"123\" is not an IČO",
+        ),
+        ("/v1/search?q=800101%2F1234".to_string(), 403, "pii"),
+    ] {
+        let (s, body) = api.get(&path, None).await;
+        assert_eq!(s, status, "{path}: {body}");
+        assert!(
+            body["detail"].as_str().unwrap_or("").contains(says) || body.to_string().contains(says),
+            "{path}: {body}"
+        );
+    }
+
     // The search page uses the same search.
     let page = api
         .http

@@ -186,7 +186,7 @@ async fn streams(b: Backend) {
     assert!(!want.is_empty());
     assert_eq!(got, want);
     // The feed counted: the whole filtered feed, and what follows a position in it.
-    let (s, h, _) = text(
+    let (s, h, body) = text(
         &http,
         &format!("{base}/v1/events?court={court}&count=exact&limit=3"),
         None,
@@ -195,6 +195,10 @@ async fn streams(b: Backend) {
     assert_eq!(s, 200);
     assert_eq!(h["isir-count"], want.len().to_string().as_str());
     assert_eq!(h["isir-count-kind"], "exact");
+    // A JSON answer carries the count in its body too (issue 35).
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["count"]["value"], want.len() as i64, "{body}");
+    assert_eq!(v["count"]["kind"], "exact");
     if want.len() > 10 {
         let r = http
             .get(format!("{base}/v1/events?court={court}&after={}", want[9]))
@@ -454,7 +458,7 @@ async fn streams(b: Backend) {
     )
     .await
     .len();
-    let (s, h, _) = text(
+    let (s, h, body) = text(
         &http,
         &format!("{base}/v1/cases?court={court}&count=exact&limit=3"),
         None,
@@ -463,6 +467,65 @@ async fn streams(b: Backend) {
     assert_eq!(s, 200);
     assert_eq!(h["isir-count"], want.to_string().as_str());
     assert_eq!(h["isir-count-kind"], "exact");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["count"]["value"], want as i64, "{body}");
+    // Without `count`, no count.
+    let (_, h, body) = text(
+        &http,
+        &format!("{base}/v1/cases?court={court}&limit=3"),
+        None,
+    )
+    .await;
+    assert!(h.get("isir-count").is_none());
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&body)
+            .unwrap()
+            .get("count")
+            .is_none()
+    );
+
+    // `/v1/subjects` takes `count` like the other lists: persons of the IČO with the
+    // most cases in the truth, walked page by page against the count.
+    let mut by_ico: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for (a, n) in sim.truth_models() {
+        if let isir::sim::TruthNote::Model(d) = n
+            && let Some(ico) = d.person.and_then(|p| p.ico)
+        {
+            by_ico.entry(ico).or_default().insert(a.case_number);
+        }
+    }
+    let (ico, cases) = by_ico.iter().max_by_key(|(_, c)| c.len()).unwrap();
+    let persons = walk(
+        &http,
+        &base,
+        &format!("/v1/subjects?ico={ico}&limit=2"),
+        "subjects",
+    )
+    .await;
+    assert!(persons.len() >= cases.len().min(1), "{ico}");
+    for (path, hdr) in [
+        (format!("/v1/subjects?ico={ico}&limit=1&count=exact"), None),
+        (
+            format!("/v1/subjects?ico={ico}&limit=1"),
+            Some("count=exact"),
+        ),
+    ] {
+        let mut r = http.get(format!("{base}{path}"));
+        if let Some(p) = hdr {
+            r = r.header("Prefer", p);
+        }
+        let r = r.send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(
+            r.headers()["isir-count"],
+            persons.len().to_string().as_str(),
+            "{path}"
+        );
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["count"]["value"], persons.len() as i64, "{path}");
+        assert_eq!(v["subjects"].as_array().unwrap().len(), 1);
+    }
     let r = http
         .get(format!("{base}/v1/cases?court={court}&limit=3&format=csv"))
         .header("Prefer", "count=exact")

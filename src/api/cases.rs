@@ -371,6 +371,7 @@ pub(crate) async fn case_list(
             (!pii).then_some(privacy),
             next,
             columns::CASE_COLUMNS,
+            counted.as_ref(),
         )?,
         counted,
     ))

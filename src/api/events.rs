@@ -175,6 +175,7 @@ pub(crate) async fn events(
             None,
             next,
             columns::EVENT_COLUMNS,
+            counted.as_ref(),
         )?,
         counted,
     ))

@@ -167,6 +167,10 @@ fn respond_paged(
 /// and the page is put together around the documents' own text (the keys in the
 /// order a map of `serde_json` gives them: the list, `next`, `watermark`). CSV cells
 /// need the fields, so a CSV page parses them.
+///
+/// With the whole result's count when one was asked for, which a JSON answer also
+/// carries in its body (`count`: `value`, `kind`); CSV and NDJSON have it in the headers
+/// only ([`with_count`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn respond_docs(
     wm: &Watermark,
@@ -177,6 +181,7 @@ pub(crate) fn respond_docs(
     mask: Option<&crate::privacy::Privacy>,
     next: Option<String>,
     columns: &[&str],
+    count: Option<&crate::read::lists::Count>,
 ) -> Result<Response, Problem> {
     let rows = match mask {
         None => rows,
@@ -226,6 +231,7 @@ pub(crate) fn respond_docs(
                 body.push(',');
                 list(&mut body);
             }
+            push_count(&mut body, count)?;
             // The ETag is of what the answer says, not of how far the projections are.
             body.push('}');
             let etag = weak_etag(&[body.as_bytes()]);
@@ -236,6 +242,18 @@ pub(crate) fn respond_docs(
             Ok(respond_text(wm, req, body, etag))
         }
     }
+}
+
+/// `,"count":{...}` after a JSON answer's members, when a count was asked for.
+pub(crate) fn push_count(
+    body: &mut String,
+    count: Option<&crate::read::lists::Count>,
+) -> Result<(), Problem> {
+    if let Some(c) = count {
+        body.push_str(",\"count\":");
+        body.push_str(&serde_json::to_string(c).map_err(Problem::internal)?);
+    }
+    Ok(())
 }
 
 /// `ISIR-Watermark` and `ISIR-Lag-Seconds`, on every `/v1` answer.

@@ -56,6 +56,8 @@ pub struct CaseList {
     pub cases: Vec<CaseDoc>,
     /// The next page, absent on the last.
     pub next: Option<String>,
+    /// The whole result's count, when `count` (or `Prefer: count=`) asked for it.
+    pub count: Option<crate::read::lists::Count>,
     pub watermark: Watermark,
 }
 
@@ -64,6 +66,8 @@ pub struct CaseList {
 pub struct EventList {
     pub events: Vec<Event>,
     pub next: Option<String>,
+    /// The whole result's count, when `count` (or `Prefer: count=`) asked for it.
+    pub count: Option<crate::read::lists::Count>,
     pub watermark: Watermark,
 }
 
@@ -109,6 +113,8 @@ pub struct SubjectList {
     /// without the `pii` scope.
     pub subjects: Vec<PartyDoc>,
     pub next: Option<String>,
+    /// The whole result's count, when `count` (or `Prefer: count=`) asked for it.
+    pub count: Option<crate::read::lists::Count>,
     pub watermark: Watermark,
 }
 

@@ -35,6 +35,11 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Params {
 }
 
 impl Params {
+    /// Parameters given as pairs, in order.
+    pub fn from_pairs(pairs: Vec<(String, String)>) -> Self {
+        Params(pairs)
+    }
+
     /// The value of a single parameter (`only` has refused a repeat).
     pub fn get(&self, k: &str) -> Option<&String> {
         self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v)
@@ -153,6 +158,12 @@ pub struct SubjectParams {
     #[param(minimum = 1)]
     limit: Option<i64>,
     cursor: Option<String>,
+    /// Count the whole result: `exact`, or `estimated` (PostgreSQL's planner
+    /// estimate; on SQLite exact up to 100 000, then that lower bound). In the
+    /// `ISIR-Count` and `ISIR-Count-Kind` headers and, in JSON, as `count` in the body.
+    /// `Prefer: count=...` works too.
+    #[param(inline)]
+    count: Option<CountParam>,
     #[param(inline)]
     format: Option<ListFormat>,
     /// `all`: every matching person as one CSV or NDJSON answer, streamed from one
@@ -167,8 +178,12 @@ pub struct SubjectParams {
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
 pub struct SearchParams {
-    /// The words of a name, in any order; case, diacritics and legal forms (`s.r.o.`,
-    /// `a.s.`) are ignored and every word may be a prefix (`nov jan` finds Jan Novák).
+    /// The words of a name, in any order; case, diacritics, legal forms (`s.r.o.`,
+    /// `a.s.`) and academic titles (`Ing.`, `JUDr.`) are ignored and every word may be a
+    /// prefix (`nov jan` finds Jan Novák). An IČO (digits) answers as
+    /// `/v1/subjects?ico=`, a birth number (`pii` scope) as `/v1/subjects?rc=`, and a
+    /// case number (`INS 1476/2008` or `1476/2008`) is a `303` to the case
+    /// (`/v1/cases/2008/1476`); the name filters do not apply to them (a `400`).
     #[param(min_length = 1, max_length = 200)]
     q: String,
     /// Only persons in this role.
@@ -188,7 +203,8 @@ pub struct SearchParams {
     cursor: Option<String>,
     /// Count the whole result: `exact`, or `estimated` (PostgreSQL's planner
     /// estimate; on SQLite exact up to 100 000, then that lower bound). In the
-    /// `ISIR-Count` and `ISIR-Count-Kind` headers. `Prefer: count=...` works too.
+    /// `ISIR-Count` and `ISIR-Count-Kind` headers and, in JSON, as `count` in the
+    /// body. `Prefer: count=...` works too.
     #[param(inline)]
     count: Option<CountParam>,
     /// `all`: the whole result as one CSV or NDJSON answer, streamed from one
@@ -297,7 +313,8 @@ pub struct CaseListParams {
     cursor: Option<String>,
     /// Count the whole result: `exact`, or `estimated` (PostgreSQL's planner
     /// estimate; on SQLite exact up to 100 000, then that lower bound). In the
-    /// `ISIR-Count` and `ISIR-Count-Kind` headers. `Prefer: count=...` works too.
+    /// `ISIR-Count` and `ISIR-Count-Kind` headers and, in JSON, as `count` in the
+    /// body. `Prefer: count=...` works too.
     #[param(inline)]
     count: Option<CountParam>,
     /// `all`: the whole result as one CSV or NDJSON answer, streamed from one
@@ -339,7 +356,8 @@ pub struct EventParams {
     limit: Option<i64>,
     /// Count the feed after `after` (`exact`, or `estimated`: PostgreSQL's planner
     /// estimate; on SQLite exact up to 100 000, then a lower bound) into the
-    /// `ISIR-Count` and `ISIR-Count-Kind` headers. `Prefer: count=...` works too.
+    /// `ISIR-Count` and `ISIR-Count-Kind` headers and, in JSON, as `count` in the
+    /// body. `Prefer: count=...` works too.
     #[param(inline)]
     count: Option<CountParam>,
     /// `all`: the whole result as one CSV or NDJSON answer, streamed from one

@@ -1,19 +1,21 @@
 //! The name search (`/v1/search?q=`): persons by the words of their names as people type
 //! them, ranked, with filters by role, court, kind and (for the `pii` scope) birth year.
+//! A text that is an IČO or a birth number answers as `/v1/subjects`, and a case number
+//! is a `303` to the case, as on the search page.
 //!
 //! The query is [`crate::read::search`]'s, which the search page shares; this file owns
 //! the parameters, the cursor and the answer. Never writes.
 
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::response::{IntoResponse, Redirect, Response};
 
 use super::format::{count_of, format_of, respond_docs, with_count};
 use super::pagination::{limit, query_except};
 use super::params::{Code, Params, SearchParams, court_param, only};
 use super::stream;
 use crate::projection::columns;
-use crate::read::params::url_escape;
+use crate::read::params::{SearchText, case_number, url_escape};
 use crate::read::search::{After, Search};
 use crate::read::{Caller, Problem, ReadState, search, watermark};
 
@@ -69,6 +71,22 @@ pub fn parse(q: &Params, pii: bool) -> Result<Search, Problem> {
     })
 }
 
+/// A `400` when a filter of the name search is given with a search text that is not a
+/// name (`what`: an IČO, a birth number, a case number), rather than ignoring it.
+fn no_name_filters(q: &Params, what: &str) -> Result<(), Problem> {
+    let given: Vec<&str> = ["role", "court", "kind", "birth_year"]
+        .into_iter()
+        .filter(|k| q.contains_key(k))
+        .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    Err(Problem::bad(format!(
+        "q is {what}, which finds its subjects or case whole: {} filter a search by name only",
+        given.join(", ")
+    )))
+}
+
 /// Persons whose names hold every word of `q` (whole or as a prefix, in any order);
 /// the exact full name first, then the others, each by the person's latest action.
 #[utoipa::path(get, path = "/v1/search", tag = "subjects",
@@ -77,6 +95,7 @@ pub fn parse(q: &Params, pii: bool) -> Result<Search, Problem> {
         (status = 200, description = "A page of persons in rank order; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
             content((crate::api::openapi::SubjectList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+        (status = 303, description = "`q` is a case number: the case (`Location: /v1/cases/{year}/{number}`)"),
         (status = 304, description = "Not modified (`If-None-Match`)"),
         crate::api::openapi::V1Errors,
     ))]
@@ -87,6 +106,43 @@ pub(crate) async fn search(
     caller: Option<axum::Extension<Caller>>,
 ) -> Result<Response, Problem> {
     only::<SearchParams>(&q, &[])?;
+    // An IČO, a birth number or a case number finds its subjects or its case, as on the
+    // search page.
+    if let Some(text) = q.get("q") {
+        match SearchText::of(text) {
+            SearchText::Key("name", _) => {}
+            SearchText::Case { year, number } => {
+                no_name_filters(&q, "a case number")?;
+                case_number(&year, &number)?;
+                let mut r = Redirect::to(&format!("/v1/cases/{year}/{number}")).into_response();
+                r.headers_mut().insert(
+                    axum::http::header::CACHE_CONTROL,
+                    axum::http::HeaderValue::from_static("no-store"),
+                );
+                return Ok(r);
+            }
+            SearchText::Key(key, what) => {
+                no_name_filters(&q, what)?;
+                // Checked here, so a refusal names the parameter given.
+                crate::read::params::search_key("q", key, text.trim())?;
+                let mut pairs = vec![(key.to_string(), text.trim().to_string())];
+                pairs.extend(
+                    q.pairs()
+                        .filter(|(k, _)| {
+                            ["limit", "cursor", "count", "stream", "format"].contains(k)
+                        })
+                        .map(|(k, v)| (k.to_string(), v.to_string())),
+                );
+                return super::subjects::subjects(
+                    State(state),
+                    Params::from_pairs(pairs),
+                    headers,
+                    caller,
+                )
+                .await;
+            }
+        }
+    }
     let pii = caller.as_ref().is_some_and(|c| c.pii);
     let s = parse(&q, pii)?;
     let format = format_of(&q, &headers)?;
@@ -151,6 +207,7 @@ pub(crate) async fn search(
             (!pii).then_some(privacy),
             next,
             columns::SUBJECT_COLUMNS,
+            counted.as_ref(),
         )?,
         counted,
     ))

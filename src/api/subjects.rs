@@ -9,7 +9,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::format::{Format, format_of, respond_list, respond_text};
+use super::format::{Format, count_of, format_of, respond_list, respond_text, with_count};
 use super::pagination::{decode_cursor, docs, encode_cursor, limit, view};
 use super::params::{Params, SubjectParams, only};
 use crate::projection::columns;
@@ -83,8 +83,21 @@ pub(crate) async fn subjects(
         )
         .await;
     }
-    let (mut tx, wm) = watermark::open_single(&state).await?;
+    let counting = count_of(&q, &headers)?;
+    let (mut tx, wm) = if counting.is_some() {
+        watermark::open(&state).await?
+    } else {
+        watermark::open_single(&state).await?
+    };
     let mut rows = queries::subjects_text(&mut tx, col, &keys, &after, limit + 1).await?;
+    // The whole result's count: the same statement from the start, without its limit.
+    let counted = match counting {
+        Some(kind) => {
+            let (sql, binds) = queries::subjects_statement(col, &keys, &["", "", ""], 0);
+            Some(crate::read::lists::count(&mut tx, &sql, &binds, kind).await?)
+        }
+        None => None,
+    };
     tx.commit().await?;
     let more = rows.len() as i64 > limit;
     rows.truncate(limit as usize);
@@ -126,21 +139,25 @@ pub(crate) async fn subjects(
             }
         }
         body.push(']');
+        super::format::push_count(&mut body, counted.as_ref())?;
         let etag = super::format::weak_etag(&[body.as_bytes()]);
         body.push_str(",\"watermark\":");
         body.push_str(&serde_json::to_string(&wm).map_err(Problem::internal)?);
         body.push('}');
-        return Ok(respond_text(&wm, &headers, body, etag));
+        return Ok(with_count(respond_text(&wm, &headers, body, etag), counted));
     }
     let persons = view((!pii).then_some(privacy), docs(&rows)?);
-    Ok(respond_list(
-        &wm,
-        &headers,
-        format,
-        "subjects",
-        persons,
-        next,
-        columns::SUBJECT_COLUMNS,
+    Ok(with_count(
+        respond_list(
+            &wm,
+            &headers,
+            format,
+            "subjects",
+            persons,
+            next,
+            columns::SUBJECT_COLUMNS,
+        ),
+        counted,
     ))
 }
 

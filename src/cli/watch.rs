@@ -29,7 +29,8 @@ pub enum WatchCmd {
         /// A case to watch, "INS n/yyyy" (repeatable).
         #[arg(long = "case", value_name = "CASE")]
         case: Vec<String>,
-        /// A CSV file with a header naming columns ico, rc and/or case.
+        /// A CSV file with a header naming columns ico, rc and/or case (or IČO, RČ,
+        /// spisová značka); `,`, `;` or tabs; UTF-8, UTF-16 or Windows-1250.
         #[arg(long, value_name = "FILE.csv")]
         from_file: Option<PathBuf>,
         /// The parties to watch: the debtor (a case against a watched subject) or any.

@@ -77,7 +77,7 @@ pub fn column_type(name: &str) -> &'static str {
     let base = name.rsplit('.').next().unwrap_or(name);
     match base {
         "erased" | "secondary_action" | "secondary_document" => "boolean",
-        "documents" | "claims" | "count" | "number_in_section" => "integer",
+        "documents" | "claims" | "count" | "number_in_section" | "debtor_count" => "integer",
         b if b.ends_with("action_id") => "integer",
         "opened" | "claims_deadline" | "ended" | "birth_date" | "legal_force_date" => "date",
         "published"

@@ -1,7 +1,7 @@
 //! Erasure reaches exports already on disk: after each nightly export, every earlier
 //! export kept under `export.dir` whose watermark is below a § 425 erasure is rewritten
-//! without the erased debtors' rows (or removed when it cannot be read), and both
-//! manifests say so.
+//! without the erased debtors' rows in `parties` and with the debtor's cells emptied in
+//! `cases` (or removed when it cannot be read), and both manifests say so.
 //!
 //! Touches only exports the nightly run recognises as its own (`list_exports`: its
 //! name, a real directory, this program's manifest) and never follows a symbolic link.
@@ -110,7 +110,11 @@ pub async fn purge(
 fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u64, ExportError> {
     let set: HashSet<String> = cases.iter().cloned().collect();
     let mut removed = 0u64;
-    for f in m.files.iter_mut().filter(|f| f.table == Table::Parties) {
+    for f in m
+        .files
+        .iter_mut()
+        .filter(|f| matches!(f.table, Table::Parties | Table::Cases))
+    {
         // A file of the export itself: a plain name, a regular file (a link is never
         // followed, nor written through).
         let path = dir.join(&f.name);
@@ -137,7 +141,30 @@ fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u6
                 .position(|h| h == n)
                 .ok_or_else(|| ExportError::Invalid(format!("{}: no column {n}", f.name)))
         };
-        let (case_at, role_at) = (col("case_number")?, col("role")?);
+        let case_at = col("case_number")?;
+        let purge = if f.table == Table::Parties {
+            Purge::Rows {
+                role_at: col("role")?,
+            }
+        } else {
+            // A case keeps its row; the first debtor's cells are emptied, as a case
+            // erased before an export has them. An export of an earlier release has
+            // no such cells: nothing to purge.
+            let blank: Vec<usize> = headers
+                .iter()
+                .enumerate()
+                .filter(|(_, h)| h.starts_with("debtor."))
+                .map(|(i, _)| i)
+                .collect();
+            if blank.is_empty() {
+                continue;
+            }
+            Purge::Cells {
+                blank,
+                count_at: headers.iter().position(|h| h == "debtor_count"),
+                erased_at: headers.iter().position(|h| h == "erased"),
+            }
+        };
         let tmp = dir.join(format!(".{}.rewrite", f.name));
         let file = if m.include_pii {
             crate::privacy::create_private_file(&tmp)?
@@ -151,11 +178,11 @@ fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u6
         };
         let (rows, gone) = if gz {
             let enc = flate2::write::GzEncoder::new(&mut sink, flate2::Compression::fast());
-            let (enc, rows, gone) = filter(&mut rd, enc, &headers, &set, case_at, role_at)?;
+            let (enc, rows, gone) = filter(&mut rd, enc, &headers, &set, case_at, &purge)?;
             enc.finish()?;
             (rows, gone)
         } else {
-            let (_, rows, gone) = filter(&mut rd, &mut sink, &headers, &set, case_at, role_at)?;
+            let (_, rows, gone) = filter(&mut rd, &mut sink, &headers, &set, case_at, &purge)?;
             (rows, gone)
         };
         removed += gone;
@@ -180,31 +207,65 @@ fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u6
     Ok(removed)
 }
 
-/// Copies the rows of `rd` to `out` but the erased debtors'; gives `out`, the rows
-/// kept and the rows removed.
+/// How a file is purged of an erased case.
+enum Purge {
+    /// `parties`: the erased debtors' rows go.
+    Rows { role_at: usize },
+    /// `cases`: the case's row stays with its debtor cells emptied, its debtor count 0
+    /// and `erased` true.
+    Cells {
+        blank: Vec<usize>,
+        count_at: Option<usize>,
+        erased_at: Option<usize>,
+    },
+}
+
+/// Copies the rows of `rd` to `out` purged of the erased cases in `set`; gives `out`,
+/// the rows kept and the rows removed.
 fn filter<R: Read, W: Write>(
     rd: &mut csv::Reader<R>,
     out: W,
     headers: &csv::StringRecord,
     set: &HashSet<String>,
     case_at: usize,
-    role_at: usize,
+    purge: &Purge,
 ) -> Result<(W, u64, u64), ExportError> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(headers).map_err(super::table::csv_err)?;
     let (mut kept, mut gone) = (0u64, 0u64);
     for r in rd.records() {
         let r = r.map_err(super::table::csv_err)?;
-        if erased_row(
-            set,
-            r.get(case_at).unwrap_or(""),
-            r.get(role_at).unwrap_or(""),
-        ) {
-            gone += 1;
-        } else {
-            w.write_record(&r).map_err(super::table::csv_err)?;
-            kept += 1;
+        let case = r.get(case_at).unwrap_or("");
+        match purge {
+            Purge::Rows { role_at } if erased_row(set, case, r.get(*role_at).unwrap_or("")) => {
+                gone += 1;
+                continue;
+            }
+            Purge::Cells {
+                blank,
+                count_at,
+                erased_at,
+            } if set.contains(case) => {
+                let cells: csv::StringRecord = r
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| {
+                        if blank.contains(&i) {
+                            ""
+                        } else if Some(i) == *count_at {
+                            "0"
+                        } else if Some(i) == *erased_at {
+                            "true"
+                        } else {
+                            v
+                        }
+                    })
+                    .collect();
+                w.write_record(&cells).map_err(super::table::csv_err)?;
+            }
+            _ => w.write_record(&r).map_err(super::table::csv_err)?,
         }
+        kept += 1;
     }
     let out = w
         .into_inner()

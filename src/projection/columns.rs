@@ -27,7 +27,19 @@ pub const CASE_COLUMNS: &[&str] = &[
     "claims",
     "erased",
     "erased_at",
+    "debtor.name",
+    "debtor.first_name",
+    "debtor.ico",
+    "debtor.kind",
+    "debtor_count",
 ];
+
+/// The columns of a list's first element: `debtor.x` is field `x` of the first of
+/// `debtors` (the register's order), so that a row of a case says whose it is.
+const FIRST_OF: &[(&str, &str)] = &[("debtor.", "debtors")];
+/// The columns of a list's length: `debtor_count` is how many `debtors` a case has.
+const COUNT_OF: &[(&str, &str)] = &[("debtor_count", "debtors")];
+
 pub const EVENT_COLUMNS: &[&str] = &[
     "action_id",
     "case_number",
@@ -69,9 +81,22 @@ pub const SUBJECT_COLUMNS: &[&str] = &[
 pub const STATS_COLUMNS: &[&str] = &["dim", "key", "count"];
 
 /// A cell of a CSV row: `a.b` reaches into objects; arrays and objects are JSON text.
+/// `debtor.x` is the first debtor's `x` and `debtor_count` the number of debtors
+/// (empty when the document has no list of debtors).
 pub fn cell(item: &Value, path: &str) -> String {
+    if let Some((_, list)) = COUNT_OF.iter().find(|(c, _)| *c == path) {
+        return match &item[*list] {
+            Value::Array(a) => a.len().to_string(),
+            _ => String::new(),
+        };
+    }
     let mut v = item;
-    for p in path.split('.') {
+    let mut rest = path;
+    if let Some((prefix, list)) = FIRST_OF.iter().find(|(p, _)| path.starts_with(p)) {
+        v = &item[*list][0];
+        rest = &path[prefix.len()..];
+    }
+    for p in rest.split('.') {
         v = &v[p];
     }
     match v {
@@ -205,6 +230,30 @@ mod flat {
 
     use super::Cell;
 
+    /// The visits of a scalar (a string, number, boolean or null) that fill nothing.
+    macro_rules! ignore_scalars {
+        () => {
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+                Ok(())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+                Ok(())
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+                Ok(())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+                Ok(())
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+                Ok(())
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+                Ok(())
+            }
+        };
+    }
+
     /// The object at `prefix` (`""` or `"name."`): fills the cells of the columns under it.
     pub(super) struct Fields<'a, 'c> {
         pub cols: &'a [&'c str],
@@ -215,7 +264,62 @@ mod flat {
     enum Target<'k> {
         Col(usize),
         Nested(&'k str),
+        /// A list whose first element fills the columns under a prefix, and whose
+        /// length fills a column.
+        List {
+            first: Option<&'static str>,
+            count: Option<usize>,
+        },
         Skip,
+    }
+
+    /// A list's first element into the columns under `first`, its length into column
+    /// `count`. Anything but a list leaves them empty.
+    struct List<'a, 'c> {
+        cols: &'a [&'c str],
+        first: Option<&'static str>,
+        count: Option<usize>,
+        out: &'a mut [Cell],
+    }
+
+    impl<'de> DeserializeSeed<'de> for List<'_, '_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for List<'_, '_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON value")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let mut n = 0u64;
+            if let Some(prefix) = self.first
+                && seq
+                    .next_element_seed(Fields {
+                        cols: self.cols,
+                        prefix,
+                        out: &mut *self.out,
+                    })?
+                    .is_some()
+            {
+                n += 1;
+            }
+            while seq.next_element::<IgnoredAny>()?.is_some() {
+                n += 1;
+            }
+            if let Some(i) = self.count {
+                self.out[i] = Cell::Other(n.to_string());
+            }
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(())
+        }
+        ignore_scalars!();
     }
 
     struct Key<'a, 'c> {
@@ -236,7 +340,28 @@ mod flat {
             f.write_str("a key")
         }
         fn visit_str<E: de::Error>(self, k: &str) -> Result<Target<'c>, E> {
+            if self.prefix.is_empty() {
+                // A list some columns read the first element or the length of.
+                let first = super::FIRST_OF
+                    .iter()
+                    .find(|(p, l)| *l == k && self.cols.iter().any(|c| c.starts_with(p)))
+                    .map(|(p, _)| *p);
+                let count = super::COUNT_OF
+                    .iter()
+                    .find(|(_, l)| *l == k)
+                    .and_then(|(c, _)| self.cols.iter().position(|x| x == c));
+                if first.is_some() || count.is_some() {
+                    return Ok(Target::List { first, count });
+                }
+            }
             for (i, c) in self.cols.iter().enumerate() {
+                if self.prefix.is_empty()
+                    && (super::COUNT_OF.iter().any(|(x, _)| x == c)
+                        || super::FIRST_OF.iter().any(|(p, _)| c.starts_with(p)))
+                {
+                    // Read from their list, never from a key of their own name.
+                    continue;
+                }
                 let Some(rest) = c.strip_prefix(self.prefix) else {
                     continue;
                 };
@@ -279,6 +404,12 @@ mod flat {
                         prefix,
                         out: &mut *self.out,
                     })?,
+                    Target::List { first, count } => map.next_value_seed(List {
+                        cols: self.cols,
+                        first,
+                        count,
+                        out: &mut *self.out,
+                    })?,
                     Target::Skip => {
                         map.next_value::<IgnoredAny>()?;
                     }
@@ -291,24 +422,7 @@ mod flat {
             while seq.next_element::<IgnoredAny>()?.is_some() {}
             Ok(())
         }
-        fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
-            Ok(())
-        }
-        fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-            Ok(())
-        }
+        ignore_scalars!();
     }
 
     impl<'de> Deserialize<'de> for Cell {
@@ -398,6 +512,65 @@ mod tests {
         }
         assert!(cells("{\"a\":1", &cols).is_err());
         assert!(cells("{\"a\":1} x", &cols).is_err());
+    }
+
+    /// `debtor.x` is the first debtor's `x` and `debtor_count` their number, by
+    /// [`cell`] and by [`cells`] alike; keys of those names in the document are not read.
+    #[test]
+    fn the_first_debtor_and_the_count() {
+        let cols = [
+            "case_number",
+            "debtor.name",
+            "debtor.first_name",
+            "debtor.ico",
+            "debtor.kind",
+            "debtor_count",
+        ];
+        let cases: [(&str, [&str; 6]); 6] = [
+            (
+                r#"{"case_number":"INS 1/2020","debtors":[{"name":"Novák","first_name":"Jan","ico":null,"kind":"F"},{"name":"Nováková","kind":"F"}]}"#,
+                ["INS 1/2020", "Novák", "Jan", "", "F", "2"],
+            ),
+            (
+                r#"{"debtors":[{"name":"ALFA s.r.o.","ico":"12345678","kind":"P","addresses":[{"city":"Brno"}]}],"case_number":"INS 2/2020"}"#,
+                ["INS 2/2020", "ALFA s.r.o.", "", "12345678", "P", "1"],
+            ),
+            (
+                r#"{"case_number":"INS 3/2020","debtors":[],"erased":true}"#,
+                ["INS 3/2020", "", "", "", "", "0"],
+            ),
+            (
+                r#"{"case_number":"INS 4/2020"}"#,
+                ["INS 4/2020", "", "", "", "", ""],
+            ),
+            (
+                r#"{"case_number":"x","debtors":null,"debtor":{"name":"no"},"debtor_count":9}"#,
+                ["x", "", "", "", "", ""],
+            ),
+            (
+                r#"{"debtor_count":9,"debtor":{"name":"no"},"debtors":[1,{"name":"second"}]}"#,
+                ["", "", "", "", "", "2"],
+            ),
+        ];
+        for (doc, want) in cases {
+            let v: Value = serde_json::from_str(doc).unwrap();
+            let by_cell: Vec<String> = cols.iter().map(|c| cell(&v, c)).collect();
+            assert_eq!(by_cell, want, "cell of {doc}");
+            let by_cells: Vec<String> = cells(doc, &cols)
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().to_string())
+                .collect();
+            assert_eq!(by_cells, want, "cells of {doc}");
+        }
+        // Only the count asked for, or only a debtor's field.
+        let doc = r#"{"debtors":[{"name":"A"},{"name":"B"},{"name":"C"}]}"#;
+        assert_eq!(cells(doc, &["debtor_count"]).unwrap()[0].as_str(), "3");
+        assert_eq!(cells(doc, &["debtor.name"]).unwrap()[0].as_str(), "A");
+        assert!(matches!(
+            cells(doc, &["debtor.name"]).unwrap()[0],
+            Cell::Str(_)
+        ));
     }
 
     /// [`event_text`] writes what the parsed `serde_json::Value` writes, for rows as

@@ -402,8 +402,8 @@ pub enum CountKind {
 /// (SQLite keeps no row estimates for a filtered statement).
 pub const ESTIMATE_CAP: i64 = 100_000;
 
-/// A count of a list's whole result.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A count of a list's whole result (in JSON answers: `count`, beside the headers).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Count {
     pub value: i64,
     /// `exact`, `estimated` (PostgreSQL's planner) or `lower-bound` (SQLite, past

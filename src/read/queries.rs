@@ -100,6 +100,18 @@ pub async fn subjects_text(
     after: &[String],
     limit: i64,
 ) -> Result<Vec<String>, Problem> {
+    let (sql, binds) = subjects_statement(col, keys, after, limit);
+    Ok(tx.texts(&sql, &binds).await?)
+}
+
+/// The statement of [`subjects_text`] and its binds (the limit last, as
+/// [`crate::read::lists::count`] takes a list statement).
+pub fn subjects_statement<S: AsRef<str>>(
+    col: &str,
+    keys: &[String],
+    after: &[S],
+    limit: i64,
+) -> (String, Vec<Val>) {
     let sql = if keys.len() == 1 {
         subjects_sql(col)
     } else {
@@ -107,12 +119,12 @@ pub async fn subjects_text(
     };
     let mut binds: Vec<Val> = keys.iter().map(|k| k.as_str().into()).collect();
     binds.extend([
-        after[0].as_str().into(),
-        after[1].as_str().into(),
-        after[2].as_str().into(),
+        after[0].as_ref().into(),
+        after[1].as_ref().into(),
+        after[2].as_ref().into(),
         Val::from(limit),
     ]);
-    Ok(tx.texts(&sql, &binds).await?)
+    (sql, binds)
 }
 
 /// The statement of [`subjects_text`] for one key: `$1` the key, `$2..$4` the keyset

@@ -112,9 +112,29 @@ pub fn rc(s: &str) -> Result<String, String> {
     Ok(rc_key(&digits))
 }
 
-/// A case number `INS n/yyyy` (the feed's nationwide numbering).
+/// A case number `INS n/yyyy` (the feed's nationwide numbering), also given as the
+/// register writes a file mark with its court and senate (`KSPH 36 INS 4711/2026`).
 pub fn case(s: &str) -> Result<String, String> {
     let t = s.trim();
+    let t = match t.find(" INS ") {
+        // A court's short name (letters) and a senate (digits) before it.
+        Some(i) => {
+            let mut head = t[..i].split_whitespace();
+            let court = head.next().unwrap_or("");
+            let senate = head.next().unwrap_or("");
+            if head.next().is_none()
+                && !court.is_empty()
+                && court.chars().all(|c| c.is_ascii_uppercase())
+                && !senate.is_empty()
+                && senate.chars().all(|c| c.is_ascii_digit())
+            {
+                &t[i + 1..]
+            } else {
+                t
+            }
+        }
+        None => t,
+    };
     let ok = t
         .strip_prefix("INS ")
         .and_then(|r| r.split_once('/'))
@@ -149,15 +169,79 @@ pub struct BadLine {
     pub error: String,
 }
 
-/// Reads a CSV file of entries: a header naming its columns, any of `ico`, `rc` (or
-/// `birth_number`) and `case` (or `case_number`), other columns ignored; an empty cell is
-/// skipped. Every bad line is reported (all of them, not the first); with any bad line
-/// nothing is returned.
-pub fn from_csv(text: &[u8]) -> Result<BTreeSet<Entry>, Vec<BadLine>> {
+/// The text of an imported file: UTF-8 (a byte-order mark dropped), UTF-16 with its
+/// byte-order mark (Excel's "Unicode text"), and otherwise Windows-1250, in which a
+/// Czech Excel saves its CSV. Gives the text and the encoding read.
+fn decode(bytes: &[u8]) -> (std::borrow::Cow<'_, str>, &'static encoding_rs::Encoding) {
+    if let Some((enc, bom)) = encoding_rs::Encoding::for_bom(bytes) {
+        let (text, _) = enc.decode_without_bom_handling(&bytes[bom..]);
+        return (text, enc);
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(t) => (std::borrow::Cow::Borrowed(t), encoding_rs::UTF_8),
+        Err(_) => {
+            let (text, _) = encoding_rs::WINDOWS_1250.decode_without_bom_handling(bytes);
+            (text, encoding_rs::WINDOWS_1250)
+        }
+    }
+}
+
+/// The delimiter of a CSV file from its first line: the most frequent of `,`, `;` (a
+/// Czech Excel's) and a tab outside quotes; `,` when none is there.
+fn delimiter(text: &str) -> u8 {
+    let first = text.lines().next().unwrap_or("");
+    let mut quoted = false;
+    let mut n = [0usize; 3];
+    for c in first.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => n[0] += 1,
+            ';' if !quoted => n[1] += 1,
+            '\t' if !quoted => n[2] += 1,
+            _ => {}
+        }
+    }
+    let best = (0..3)
+        .max_by_key(|&i| (n[i], std::cmp::Reverse(i)))
+        .unwrap_or(0);
+    if n[best] == 0 {
+        b','
+    } else {
+        [b',', b';', b'\t'][best]
+    }
+}
+
+/// The kind of entry a column holds, by its header as people write it: case, accents,
+/// spaces, dots, dashes and underscores ignored (`IČO`, `IČ`, `RČ`, `Rodné číslo`,
+/// `Spisová značka`, `sp. zn.`, `case_number`).
+fn column_kind(header: &str) -> Option<Kind> {
+    let k: String = crate::projection::fold::name_key(header)
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect();
+    match k.as_str() {
+        "ico" | "ic" | "identifikacnicislo" => Some(Kind::Ico),
+        "rc" | "rodnecislo" | "birthnumber" => Some(Kind::Rc),
+        "case" | "casenumber" | "spisovaznacka" | "spzn" | "znacka" => Some(Kind::Case),
+        _ => None,
+    }
+}
+
+/// Reads a CSV file of entries, as a spreadsheet saves it: UTF-8 (with or without a
+/// byte-order mark), UTF-16 with one, or Windows-1250; separated by `,`, `;` or tabs
+/// (found from the header line). The header names its columns: an IČO (`ico`, `IČO`,
+/// `IČ`), a birth number (`rc`, `RČ`, `rodné číslo`, `birth_number`) or a case
+/// (`case`, `case_number`, `spisová značka`, `sp. zn.`), in any case and with or
+/// without accents; other columns are ignored, and an empty cell is skipped. Every bad
+/// line is reported (all of them, not the first); with any bad line nothing is
+/// returned.
+pub fn from_csv(bytes: &[u8]) -> Result<BTreeSet<Entry>, Vec<BadLine>> {
+    let (text, _) = decode(bytes);
     let mut r = csv::ReaderBuilder::new()
         .flexible(true)
+        .delimiter(delimiter(&text))
         .trim(csv::Trim::All)
-        .from_reader(text);
+        .from_reader(text.as_bytes());
     let header = match r.headers() {
         Ok(h) => h.clone(),
         Err(e) => {
@@ -170,20 +254,16 @@ pub fn from_csv(text: &[u8]) -> Result<BTreeSet<Entry>, Vec<BadLine>> {
     let cols: Vec<(usize, Kind)> = header
         .iter()
         .enumerate()
-        .filter_map(|(i, h)| {
-            let k = match h.to_ascii_lowercase().as_str() {
-                "ico" | "ič" | "ičo" => Kind::Ico,
-                "rc" | "birth_number" => Kind::Rc,
-                "case" | "case_number" => Kind::Case,
-                _ => return None,
-            };
-            Some((i, k))
-        })
+        .filter_map(|(i, h)| Some((i, column_kind(h)?)))
         .collect();
     if cols.is_empty() {
+        let seen: Vec<&str> = header.iter().take(8).collect();
         return Err(vec![BadLine {
             line: 1,
-            error: "the header names no column ico, rc or case".into(),
+            error: format!(
+                "the header names no column of an IČO (ico, IČO, IČ), a birth number (rc, RČ, \
+                 rodné číslo) or a case (case, spisová značka); it has {seen:?}"
+            ),
         }]);
     }
     let mut out = BTreeSet::new();
@@ -265,6 +345,60 @@ mod tests {
         assert!(case("INS 4711/26").is_err());
         assert!(case("4711/2026").is_err());
         assert!(case("INS 0/2026").is_err());
+        // The file mark with its court and senate, as the register's pages show it.
+        assert_eq!(case("KSPH 36 INS 4711/2026").unwrap(), "INS 4711/2026");
+        assert_eq!(case(" MSPH  89 INS 1/2020").unwrap(), "INS 1/2020");
+        assert!(case("ksph 36 INS 4711/2026").is_err());
+        assert!(case("KSPH INS 4711/2026").is_err());
+        assert!(case("KSPH 36 X INS 4711/2026").is_err());
+    }
+
+    /// A file as a Czech Excel saves it: Windows-1250, `;` between cells, headers in
+    /// Czech, a column of names to ignore; the same with a UTF-8 byte-order mark, and as
+    /// UTF-16 "Unicode text" with tabs. Bytes written by hand (0xC8 is `Č` and 0xE1 `á`
+    /// in Windows-1250).
+    #[test]
+    fn csv_as_spreadsheets_save_it() {
+        let want: BTreeSet<Entry> = [
+            Entry {
+                kind: Kind::Ico,
+                key: "25596641".into(),
+            },
+            Entry {
+                kind: Kind::Rc,
+                key: "736028/5163".into(),
+            },
+            Entry {
+                kind: Kind::Case,
+                key: "INS 4711/2026".into(),
+            },
+            Entry {
+                kind: Kind::Ico,
+                key: "00027383".into(),
+            },
+        ]
+        .into();
+        // "Název;IČO;RČ;Spisová značka" in Windows-1250.
+        let mut cp1250: Vec<u8> = b"N\xe1zev;I\xc8O;R\xc8;Spisov\xe1 zna\xe8ka\r\n".to_vec();
+        cp1250.extend_from_slice(b"Banka, a.s.;25596641;;\r\nNov\xe1k;;736028/5163;KSPH 36 INS 4711/2026\r\n;27383;;\r\n");
+        assert_eq!(from_csv(&cp1250).unwrap(), want);
+        let utf8 = "\u{feff}Název;IČO;RČ;Spisová značka\r\n\"Banka; a.s.\";25596641;;\r\nNovák;;7360285163;INS 4711/2026\r\n;00027383;;\r\n";
+        assert_eq!(from_csv(utf8.as_bytes()).unwrap(), want);
+        let tabs = "ič\trodné číslo\tsp. zn.\tpoznámka\n25596641\t736028/5163\tINS 4711/2026\tx, y; z\n27383\t\t\t\n";
+        let mut utf16 = vec![0xFF, 0xFE];
+        for u in tabs.encode_utf16() {
+            utf16.extend_from_slice(&u.to_le_bytes());
+        }
+        assert_eq!(from_csv(&utf16).unwrap(), want);
+        // A `;` file's bad lines are reported by number, as any other's.
+        let bad = "IČO;Název\n25596641;a, b\n25596642;c\n";
+        let e = from_csv(bad.as_bytes()).unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].line, 3);
+        assert!(e[0].error.contains("check digit"), "{e:?}");
+        // A header of none of them says what it found.
+        let e = from_csv("Název;Město\nx;y\n".as_bytes()).unwrap_err();
+        assert!(e[0].error.contains("\"Název\""), "{e:?}");
     }
 
     #[test]

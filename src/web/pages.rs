@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 use serde_json::Value;
 
 use super::html::{error_page, escape, page};
-use crate::read::params::{case_number, search_key, url_escape};
+use crate::read::params::{SearchText, case_number, search_key, url_escape};
 use crate::read::search::{self, After, Search};
 use crate::read::watermark::open;
 use crate::read::{Caller, Problem, ReadState, queries};
@@ -63,43 +63,6 @@ fn person_name(p: &Value) -> String {
     n
 }
 
-/// What a search text is: a case number, a birth number, an IČO or a name.
-enum Query_ {
-    Case(String, String),
-    Key(&'static str, &'static str),
-}
-
-fn classify(q: &str) -> Query_ {
-    // A case number is `INS n/yyyy` or `n/yyyy` with n of 1 to 5 digits (a year has at
-    // most some tens of thousands of cases); a birth number has 6 digits before the slash.
-    let t = q.trim();
-    let bare = t
-        .strip_prefix("INS")
-        .or_else(|| t.strip_prefix("ins"))
-        .unwrap_or(t)
-        .trim();
-    if let Some((n, y)) = bare.split_once('/') {
-        let (n, y) = (n.trim(), y.trim());
-        if y.len() == 4
-            && !n.is_empty()
-            && n.chars().all(|c| c.is_ascii_digit())
-            && y.parse::<u32>().is_ok_and(|y| (2008..=2100).contains(&y))
-            && (n.len() <= 5 || bare.len() < t.len())
-        {
-            return Query_::Case(y.to_string(), n.to_string());
-        }
-    }
-    let digits = t.chars().filter(|c| *c != '/').count();
-    let numeric = !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '/');
-    if numeric && (t.contains('/') || digits >= 9) {
-        Query_::Key("rc", "birth number")
-    } else if numeric {
-        Query_::Key("ico", "IČO")
-    } else {
-        Query_::Key("name", "name")
-    }
-}
-
 const SEARCH_FORM: &str = "<h1>Insolvenční rejstřík: hledání</h1>\
 <form action=\"/search\" method=\"get\"><input type=\"search\" name=\"q\" value=\"{q}\" \
 placeholder=\"IČO, rodné číslo, jméno nebo INS 123/2024\" autofocus> <button>Hledat</button></form>\
@@ -116,11 +79,11 @@ pub async fn search(
         return page(StatusCode::OK, "isir: search", &form);
     }
     let pii = caller.is_some_and(|c| c.pii);
-    let (param, what) = match classify(&text) {
-        Query_::Case(y, n) => {
-            return Redirect::to(&format!("/cases/{y}/{n}")).into_response();
+    let (param, what) = match SearchText::of(&text) {
+        SearchText::Case { year, number } => {
+            return Redirect::to(&format!("/cases/{year}/{number}")).into_response();
         }
-        Query_::Key(p, w) => (p, w),
+        SearchText::Key(p, w) => (p, w),
     };
     if param == "rc" && !pii {
         return problem_page(Problem::needs_pii("a search by birth number"));
