@@ -684,3 +684,45 @@ fn compose_guards_admin_and_trusts_the_proxy() {
         );
     }
 }
+
+/// The README's DuckDB recipe works as written on a fresh DuckDB: it loads httpfs (not
+/// built in), makes plain GETs (`force_download`, else a refused answer shows as
+/// "HTTP 0"), and its offline recipe reads a file the export writes under that name
+/// (docs/EXPORTS.md: `cases.csv`, `.gz` with `--gzip`).
+#[test]
+fn readme_duckdb_recipe_loads_httpfs_and_shows_refusals() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let sql = readme
+        .split("```sql")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a DuckDB recipe in the README");
+    let lines: Vec<&str> = sql
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("--"))
+        .collect();
+    let first_read = lines
+        .iter()
+        .position(|l| l.contains("read_csv('http") || l.contains("read_json('http"))
+        .expect("the recipe reads over HTTP");
+    for needed in ["INSTALL httpfs", "LOAD httpfs", "SET force_download = true"] {
+        let at = lines
+            .iter()
+            .position(|l| l.contains(needed))
+            .unwrap_or_else(|| panic!("the recipe lacks {needed:?}"));
+        assert!(at < first_read, "{needed:?} comes before the first read");
+    }
+    let docs =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/EXPORTS.md")).unwrap();
+    assert!(
+        docs.contains("### cases.csv"),
+        "docs/EXPORTS.md names cases.csv"
+    );
+    assert!(
+        readme.contains("isir export --out exports/today --gzip")
+            && readme.contains("read_csv('exports/today/cases.csv.gz')"),
+        "the offline recipe reads the export it writes"
+    );
+}

@@ -149,6 +149,20 @@ async fn streams(b: Backend) {
         body.contains("stream-scope") && body.contains("5000"),
         "{body}"
     );
+    // A tool that asks with HEAD first (DuckDB's httpfs) gets the same refusal, and a
+    // Range request (its next probe) too: a status, never a body cut short.
+    for (method, range) in [("HEAD", None), ("GET", Some("bytes=0-1"))] {
+        let mut r = http.request(
+            method.parse().unwrap(),
+            format!("{base}/v1/events?format=csv&stream=all"),
+        );
+        if let Some(v) = range {
+            r = r.header("Range", v);
+        }
+        let r = r.send().await.unwrap();
+        assert_eq!(r.status(), 403, "{method} {range:?}");
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+    }
 
     // A filtered feed under the cap, anonymously, equals its pages; CSV with one header.
     let court = common::texts(
