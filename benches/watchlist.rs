@@ -11,11 +11,12 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use isir::projection::{self, sql::Tx};
+use isir::projection;
 use isir::sim::{SimOptions, Simulator};
 use isir::source::parse::parse_data_response;
 use isir::source::write::data_response;
 use isir::store::Store;
+use isir::store::sql::Tx;
 use isir::watchlist::{self, Entry, Kind, NewList, Roles};
 
 fn valid_ico(n: u32) -> String {

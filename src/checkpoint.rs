@@ -13,18 +13,17 @@
 //!    transaction: a paused ex-holder cannot write after a new grant.
 //! 4. **A page follows it.** A page asked after the checkpoint, with strictly ascending
 //!    IDs above it ([`follows`]); anything else is [`Refusal::OutOfOrder`].
-//! 5. **By hand, only under the lease and with a reason** ([`set_by_hand`]): the operator
-//!    takes the lease first (so no daemon is writing), the move is fenced like a write,
-//!    and the log line names who, from where to where, and why.
+//! 5. **By hand, only under the lease and with a reason**
+//!    ([`crate::poller::by_hand::set_by_hand`]): the operator takes the lease first (so
+//!    no daemon is writing), the move is fenced like a write, and the log line names who,
+//!    from where to where, and why.
 //!
 //! The rules ([`admit`], [`follows`]) are pure and run inside the store's transaction;
 //! the store calls them and nothing else decides a move. The poller reads the
 //! checkpoint it expects at each tick, asks the register after it ([`resume_after`])
-//! and states it with every write; the CLI's `checkpoint` commands go through [`get`]
-//! and [`set_by_hand`].
-
-use crate::lease::{Acquire, Lease};
-use crate::store::{Store, StoreError};
+//! and states it with every write.
+//!
+//! The contract sits below the store and the lease: it imports neither.
 
 /// Why a move of the checkpoint was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -105,55 +104,6 @@ pub fn resume_after(checkpoint: Option<i64>, start_id: i64) -> i64 {
 /// A checkpoint for people: the ID, or `none` before the first action.
 pub fn show(c: Option<i64>) -> String {
     c.map(|c| c.to_string()).unwrap_or_else(|| "none".into())
-}
-
-/// The store's checkpoint now.
-pub async fn get(store: &Store) -> Result<Option<i64>, StoreError> {
-    Ok(store.writer_state().await?.checkpoint)
-}
-
-/// What a move by hand did.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "result", rename_all = "snake_case")]
-pub enum SetByHand {
-    /// Moved from `before` to `after`.
-    Set {
-        before: Option<i64>,
-        after: Option<i64>,
-    },
-    /// Refused: another process holds the lease (stop the daemon first).
-    LeaseHeld {
-        holder: String,
-        expires_at: Option<i64>,
-    },
-}
-
-/// Moves the checkpoint by hand (an operator's repair): takes the lease (refusing while
-/// another process holds it), sets the checkpoint fenced by the grant's epoch, gives the
-/// lease back, and logs who moved it from where to where and why.
-pub async fn set_by_hand(
-    store: &Store,
-    lease: &Lease,
-    to: Option<i64>,
-    reason: &str,
-) -> anyhow::Result<SetByHand> {
-    let grant = match lease.acquire().await? {
-        Acquire::Granted(g) => g,
-        Acquire::HeldBy { holder, expires_at } => {
-            return Ok(SetByHand::LeaseHeld { holder, expires_at });
-        }
-    };
-    let moved = async {
-        let before = get(store).await?;
-        store.set_checkpoint(grant.epoch, to).await?;
-        Ok::<_, StoreError>(before)
-    }
-    .await;
-    // The lease goes back whether or not the move held.
-    lease.release(grant.epoch).await?;
-    let before = moved?;
-    tracing::warn!(?before, after = ?to, by = %lease.holder(), %reason, "checkpoint set by hand");
-    Ok(SetByHand::Set { before, after: to })
 }
 
 #[cfg(test)]

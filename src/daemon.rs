@@ -57,7 +57,7 @@ pub async fn run(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Resu
         redis = app.redis.is_some(), holder = app.lease.holder(), "daemon started");
     // The daemon's HTTP server runs whatever the phase; `/v1` answers from `serve` up.
     let api = {
-        let privacy = crate::privacy::Privacy::resolve(
+        let privacy = crate::store::key::resolve(
             app.settings.database.privacy_key_file.as_deref(),
             &app.store,
         )
@@ -155,10 +155,9 @@ pub async fn serve(
     // Every unscoped answer needs the replica's privacy key (made by `migrate`; in
     // `database.privacy_key_file` for a reader role): a replica that has none is
     // refused at start, not with a 500 at every request.
-    let privacy =
-        crate::privacy::Privacy::resolve(settings.database.privacy_key_file.as_deref(), &store)
-            .await
-            .context("the read API masks personal data with the replica's key")?;
+    let privacy = crate::store::key::resolve(settings.database.privacy_key_file.as_deref(), &store)
+        .await
+        .context("the read API masks personal data with the replica's key")?;
     let (lease, budget, _) = App::lease_and_budget(settings, &store)?;
     let status = crate::status::StatusSource {
         settings: settings.clone(),

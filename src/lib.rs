@@ -34,6 +34,7 @@ pub mod api;
 pub mod export;
 pub mod http;
 pub mod read;
+pub mod readmodel;
 pub mod status;
 pub mod watchlist;
 pub mod web;

@@ -131,57 +131,6 @@ impl Privacy {
         Ok(Privacy { key })
     }
 
-    /// The replica's key from its table `secrets` (made by `migrate`).
-    pub async fn load(store: &crate::store::Store) -> anyhow::Result<Privacy> {
-        let h = store
-            .secret(KEY_SETTING)
-            .await
-            .map_err(|e| {
-                if denied(&e) {
-                    anyhow::anyhow!(
-                        "this database role may not read the privacy key (a reader role, as \
-                         `isir db grant-reader` makes): give the process the key in \
-                         database.privacy_key_file (`isir privacy export-key --out FILE`, as \
-                         the writer)"
-                    )
-                } else {
-                    e.into()
-                }
-            })?
-            .ok_or_else(|| {
-                anyhow::anyhow!("the database has no privacy key yet: run `isir migrate` once")
-            })?;
-        Privacy::from_hex(&h).map_err(anyhow::Error::msg)
-    }
-
-    /// The key a process uses: from `key_file` when one is given (a reader role's
-    /// process), else from the database. A file's key must equal the database's when
-    /// this role can read that one.
-    pub async fn resolve(
-        key_file: Option<&Path>,
-        store: &crate::store::Store,
-    ) -> anyhow::Result<Privacy> {
-        let Some(path) = key_file else {
-            return Privacy::load(store).await;
-        };
-        crate::store::files::warn_if_open_file(path);
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("database.privacy_key_file {}: {e}", path.display()))?;
-        let key = Privacy::from_hex(&text)
-            .map_err(|e| anyhow::anyhow!("database.privacy_key_file {}: {e}", path.display()))?;
-        match store.secret(KEY_SETTING).await {
-            Ok(Some(h)) if Privacy::from_hex(&h).map(|k| k.key) != Ok(key.key) => {
-                anyhow::bail!(
-                    "database.privacy_key_file {} is not this replica's privacy key",
-                    path.display()
-                )
-            }
-            Ok(_) => Ok(key),
-            Err(e) if denied(&e) => Ok(key),
-            Err(e) => Err(e.into()),
-        }
-    }
-
     /// The key as the hex text `settings`, `secrets` and a key file hold (for `isir
     /// privacy export-key` only: whoever holds it reverses every person reference).
     pub fn to_hex(&self) -> String {
@@ -342,8 +291,8 @@ impl Privacy {
 
     /// [`Privacy::mask`] of one CSV row of `cols` (cells as read from a document):
     /// `person_id` to its reference, birth data and a personal DIČ to `***`.
-    pub fn mask_cells(&self, cols: &[&str], row: &mut [crate::projection::columns::Cell]) {
-        use crate::projection::columns::Cell;
+    pub fn mask_cells(&self, cols: &[&str], row: &mut [crate::readmodel::columns::Cell]) {
+        use crate::readmodel::columns::Cell;
         for (c, cell) in cols.iter().zip(row.iter_mut()) {
             if let Cell::Str(s) = cell {
                 let leaf = c.rsplit('.').next().unwrap_or(c);
@@ -432,13 +381,8 @@ fn redact_note_inner(note: &str) -> Option<String> {
     (out != note).then_some(out)
 }
 
-/// Whether a store error is the database refusing this role a table (PostgreSQL's
-/// `insufficient_privilege`, 42501).
-pub fn denied(e: &crate::store::StoreError) -> bool {
-    matches!(e, crate::store::StoreError::Db(e) if denied_sql(e))
-}
-
-/// [`denied`] for a statement's own error.
+/// Whether a statement's error is the database refusing this role a table
+/// (PostgreSQL's `insufficient_privilege`, 42501).
 pub fn denied_sql(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42501"))
 }
@@ -546,14 +490,14 @@ mod tests {
     #[test]
     fn the_mask_of_a_text_equals_the_mask() {
         let k = p();
-        let case = crate::projection::cases::CaseDoc {
+        let case = crate::readmodel::CaseDoc {
             case_number: "INS 1/2020".into(),
-            debtors: vec![crate::projection::cases::PartyRef {
+            debtors: vec![crate::readmodel::PartyRef {
                 person_id: "NOVÁK\"JAN\\010185 1".into(),
                 name: Some("x\"person_id\":\"y".into()),
                 ..Default::default()
             }],
-            administrator: Some(crate::projection::cases::PartyRef {
+            administrator: Some(crate::readmodel::PartyRef {
                 person_id: "SPRAVCE00001          ".into(),
                 ..Default::default()
             }),

@@ -103,7 +103,7 @@ pub struct Status {
     pub last_tick: Option<TickRecord>,
     pub recent_ticks: Vec<TickRecord>,
     /// Each projection builder: cursor, version, counters, error.
-    pub projections: Vec<crate::projection::Meta>,
+    pub projections: Vec<crate::readmodel::meta::Meta>,
     pub api: ApiStatus,
     /// Backfill progress from `poll.start_id` to the head, 0 to 1.
     pub progress: Option<f64>,
@@ -203,15 +203,15 @@ pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
         .as_deref()
         .and_then(crate::phase::Phase::parse)
         .is_some_and(|p| p >= crate::phase::Phase::Serve);
-    let projections = crate::projection::metas(&app.store)
+    let projections = crate::readmodel::meta::metas(&app.store)
         .await
         .unwrap_or_default();
     let live: Vec<_> = projections
         .iter()
         .filter(|m| !m.name.contains('#'))
         .collect();
-    let built = live.len() >= crate::projection::NAMES.len();
-    let watermark = crate::projection::watermark(&projections);
+    let built = live.len() >= crate::readmodel::meta::NAMES.len();
+    let watermark = crate::readmodel::meta::watermark(&projections);
     Ok(Status {
         backend: app.store.backend(),
         phase,
@@ -339,7 +339,7 @@ impl Status {
                 let _ = writeln!(
                     o,
                     "lag          SOURCE BEHIND: {} (isir runbook: docs/runbooks/source-outage.md)",
-                    crate::poller::behind_text(h, c)
+                    crate::store::behind_text(h, c)
                 );
             }
             _ => {

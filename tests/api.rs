@@ -7,7 +7,9 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{BOTH, Backend};
-use isir::projection::{self, cases::CaseDoc, fold::name_key};
+use isir::projection;
+use isir::readmodel::CaseDoc;
+use isir::readmodel::fold::name_key;
 use serde_json::Value;
 
 struct Api {
@@ -219,7 +221,7 @@ async fn endpoints(b: Backend) {
 
     // Subjects by IČO, birth number (only with the `pii` scope) and name without
     // diacritics. Without the scope a person ID is its opaque reference.
-    let privacy = isir::privacy::Privacy::load(&app.store).await.unwrap();
+    let privacy = isir::store::key::load(&app.store).await.unwrap();
     let reff = |id: &str| privacy.person_ref(id);
     let company = docs
         .iter()
@@ -245,7 +247,7 @@ async fn endpoints(b: Backend) {
         .flat_map(|d| d.debtors.iter())
         .find(|p| p.kind.as_deref() == Some("F"))
         .unwrap();
-    let full: isir::projection::parties::PartyDoc = serde_json::from_str(
+    let full: isir::readmodel::PartyDoc = serde_json::from_str(
         &common::texts(
             &app.store,
             "SELECT doc FROM parties WHERE person_id = $1",

@@ -382,7 +382,7 @@ async fn exit_codes_come_from_their_conditions() {
         "cases",
     )
     .await;
-    let mut tx = isir::projection::sql::Tx::begin(&store).await.unwrap();
+    let mut tx = isir::store::sql::Tx::begin(&store).await.unwrap();
     let changed = tx
         .exec(
             &format!(

@@ -931,20 +931,23 @@ async fn a_checkpoint_set_by_hand_reports_before_and_after() {
     // The daemon stops first, giving the lease back (or a move by hand is refused).
     poller.release().await;
     let head = sim.head_id().unwrap();
-    assert_eq!(isir::checkpoint::get(&app.store).await.unwrap(), Some(head));
+    assert_eq!(
+        isir::poller::by_hand::get(&app.store).await.unwrap(),
+        Some(head)
+    );
     let (lease, _, _) = isir::app::App::lease_and_budget(&s, &app.store).unwrap();
-    let moved = isir::checkpoint::set_by_hand(&app.store, &lease, Some(head - 700), "test")
+    let moved = isir::poller::by_hand::set_by_hand(&app.store, &lease, Some(head - 700), "test")
         .await
         .unwrap();
     assert_eq!(
         moved,
-        isir::checkpoint::SetByHand::Set {
+        isir::poller::by_hand::SetByHand::Set {
             before: Some(head),
             after: Some(head - 700)
         }
     );
     assert_eq!(
-        isir::checkpoint::get(&app.store).await.unwrap(),
+        isir::poller::by_hand::get(&app.store).await.unwrap(),
         Some(head - 700)
     );
 }

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 
 use common::{BOTH, Backend};
 use isir::bind_all;
-use isir::projection::sql::{Tx, Val};
 use isir::read::limit::Plans;
 use isir::read::lists::{self, CaseQuery, EventQuery, Sort};
 use isir::store::Store;
+use isir::store::sql::{Tx, Val};
 
 /// The plan of `sql` with `binds`, one line per step (on PostgreSQL with sequential
 /// scans and sorts discouraged, so that the small test tables do not hide what the

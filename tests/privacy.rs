@@ -890,7 +890,7 @@ async fn a_spaced_erasure_code_erases_on_every_path(b: Backend) {
         .collect();
     assert!(!erased.is_empty());
     // Every erasure type code of the stream, respelled with whitespace around it.
-    let mut tx = isir::projection::sql::Tx::begin(&app.store).await.unwrap();
+    let mut tx = isir::store::sql::Tx::begin(&app.store).await.unwrap();
     let n = tx
         .exec(
             "UPDATE actions SET type_code = ' ' || type_code || '  ' WHERE type_code IN ('636', '637')",
@@ -904,9 +904,7 @@ async fn a_spaced_erasure_code_erases_on_every_path(b: Backend) {
     for p in projection::NAMES {
         projection::catch_up(&app.store, p, 3000).await.unwrap();
     }
-    let mut tx = isir::projection::sql::Tx::begin_read(&app.store)
-        .await
-        .unwrap();
+    let mut tx = isir::store::sql::Tx::begin_read(&app.store).await.unwrap();
     let projected: BTreeSet<String> = tx
         .texts("SELECT case_number FROM erasures", &[])
         .await

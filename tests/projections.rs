@@ -9,9 +9,12 @@ use common::{count, dump, texts};
 use std::collections::{BTreeMap, BTreeSet};
 
 use common::{BOTH, Backend};
-use isir::projection::{self, cases::CaseDoc, fold::name_key, parties::PartyDoc, sql::Tx};
+use isir::projection;
+use isir::readmodel::fold::name_key;
+use isir::readmodel::{CaseDoc, PartyDoc};
 use isir::source::model::{Note, Record};
 use isir::store::Store;
+use isir::store::sql::Tx;
 
 async fn replica(
     b: Backend,
@@ -391,7 +394,7 @@ async fn projections_match_truth(b: Backend) {
         count(
             store,
             "SELECT COUNT(*) FROM parties WHERE rc = $1",
-            &isir::projection::fold::rc_key(&rc.replace('/', ""))
+            &isir::readmodel::fold::rc_key(&rc.replace('/', ""))
         )
         .await
             >= 1
@@ -985,8 +988,8 @@ async fn the_sqlite_name_index_is_merged_periodically_and_one_segment_after_a_re
 /// own counter of a statement's re-preparations says none happens.
 #[tokio::test]
 async fn sqlite_reads_are_prepared_once_whatever_their_values() {
-    use isir::projection::sql::Val;
     use isir::read::lists::{self, CaseQuery, EventQuery, Sort, Source};
+    use isir::store::sql::Val;
     let (_sim, db, app, _g) = replica(Backend::Sqlite, 6_000, 45).await;
     catch_up_all(&app.store, 1_000).await;
     let path = db.url.strip_prefix("sqlite://").unwrap().to_string();

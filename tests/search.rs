@@ -736,7 +736,7 @@ async fn search(b: Backend) {
     )
     .await
     .remove(0);
-    let mut tx = isir::projection::sql::Tx::begin(&app.store).await.unwrap();
+    let mut tx = isir::store::sql::Tx::begin(&app.store).await.unwrap();
     tx.exec("DROP VIEW names", &[]).await.unwrap();
     tx.exec(&format!("DROP TABLE names_v{v}"), &[])
         .await
@@ -770,7 +770,7 @@ async fn search(b: Backend) {
              tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3')"
         )
     };
-    let mut tx = isir::projection::sql::Tx::begin(&app.store).await.unwrap();
+    let mut tx = isir::store::sql::Tx::begin(&app.store).await.unwrap();
     tx.exec("DROP VIEW names", &[]).await.unwrap();
     tx.exec(&format!("DROP TABLE names_v{v}"), &[])
         .await
@@ -824,8 +824,8 @@ async fn name_search_postgres() {
 /// it was taken from.
 #[tokio::test]
 async fn an_earlier_name_index_is_rebuilt_on_postgres() {
-    use isir::projection::sql::Tx;
     use isir::read::search::{Search, Tables, search};
+    use isir::store::sql::Tx;
     let (sim, url, _g) = common::sim(6_000, 1000, 47).await;
     let db = common::fresh_db(Backend::Postgres).await;
     let app = common::projected(&url, &db).await;
@@ -946,8 +946,8 @@ async fn an_earlier_name_index_is_rebuilt_on_postgres() {
 /// the truth's latest action, every matching debtor of the truth among them.
 #[tokio::test]
 async fn postgres_search_beyond_its_window_ranks_as_within() {
-    use isir::projection::sql::Tx;
     use isir::read::search::{After, Search, Tables, search_with};
+    use isir::store::sql::Tx;
     let (sim, url, _g) = common::sim(6_000, 1000, 53).await;
     let db = common::fresh_db(Backend::Postgres).await;
     let app = common::projected(&url, &db).await;

@@ -544,9 +544,7 @@ async fn verify_output_holds_no_personal_data(b: Backend) {
         ) else {
             continue;
         };
-        let mut tx = isir::projection::sql::Tx::begin_read(&app.store)
-            .await
-            .unwrap();
+        let mut tx = isir::store::sql::Tx::begin_read(&app.store).await.unwrap();
         let n = tx
             .int(
                 &format!(
@@ -569,7 +567,7 @@ async fn verify_output_holds_no_personal_data(b: Backend) {
     }
     let (d, rc, street) = picked.expect("a natural-person debtor in the projection");
     // The projection is tampered with: another birth number and street.
-    let mut tx = isir::projection::sql::Tx::begin(&app.store).await.unwrap();
+    let mut tx = isir::store::sql::Tx::begin(&app.store).await.unwrap();
     tx.exec(
         &format!(
             "UPDATE {table} SET doc = REPLACE(REPLACE(doc, $1, '000101/0000'), $2, 'Jinde') WHERE case_number = $3"
@@ -599,7 +597,7 @@ async fn verify_output_holds_no_personal_data(b: Backend) {
         Some(9),
         "verify found no difference: {out}"
     );
-    let privacy = isir::privacy::Privacy::load(&app.store).await.unwrap();
+    let privacy = isir::store::key::load(&app.store).await.unwrap();
     let line = out
         .lines()
         .find(|l| l.contains(&format!("parties {} ", d.case_number)))
@@ -772,4 +770,115 @@ async fn purge_touches_only_its_own_sqlite() {
 #[tokio::test]
 async fn purge_touches_only_its_own_postgres() {
     purge_touches_only_its_own(Backend::Postgres).await;
+}
+
+/// The purge reads and rewrites only files of the export itself: a file the manifest
+/// names that is a link (to a file elsewhere), or a name that leaves the directory, gets
+/// the whole export removed, and what they point at stays as it was. A sound export is
+/// rewritten, its manifest's row counts those of its files (counted here as CSV records).
+#[tokio::test]
+async fn the_purge_never_reads_or_writes_through_a_link() {
+    let (sim, url, _g) = common::sim(20_000, 1000, 35).await;
+    let db = common::fresh_db(Backend::Sqlite).await;
+    let app = common::projected(&url, &db).await;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("exports");
+    let outside = root.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    // Three exports from before every erasure (watermark -1).
+    let make = |name: &str| dir.join(name);
+    let names = [
+        "2000-01-01T000001",
+        "2000-01-01T000002",
+        "2000-01-01T000003",
+    ];
+    // All written first: an export purges the older ones beside it.
+    for name in names {
+        isir::export::export(&app.store, &common::export_opts(&make(name)))
+            .await
+            .unwrap();
+    }
+    for name in names {
+        let mf = make(name).join("manifest.json");
+        let mut m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&mf).unwrap()).unwrap();
+        m["watermark"]["action_id"] = serde_json::json!(-1);
+        if name.ends_with('2') {
+            // A name that leaves the directory, to a real file outside.
+            std::fs::write(
+                outside.join("elsewhere.csv"),
+                "case_number,role\nx,DLUŽNÍK\n",
+            )
+            .unwrap();
+            for f in m["files"].as_array_mut().unwrap() {
+                if f["table"] == "parties" {
+                    f["name"] = serde_json::json!("../../outside/elsewhere.csv");
+                }
+            }
+        }
+        std::fs::write(&mf, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    }
+    // In the first, parties.csv is a link to a file elsewhere (with the same rows).
+    let linked = make("2000-01-01T000001").join("parties.csv");
+    std::fs::rename(&linked, outside.join("parties.csv")).unwrap();
+    std::os::unix::fs::symlink(outside.join("parties.csv"), &linked).unwrap();
+    let before = tree(&outside);
+
+    let sound = make("2000-01-01T000003");
+    // Written after the erasures, it holds no erased debtor: give it one, a copy of its
+    // first party row under an erased case (from the stream's truth) as debtor.
+    let erased: Vec<String> = sim
+        .truth_debtors()
+        .into_iter()
+        .filter(|d| d.erased)
+        .map(|d| d.case_number)
+        .collect();
+    let parties = sound.join("parties.csv");
+    let mut rd = csv::Reader::from_path(&parties).unwrap();
+    let headers = rd.headers().unwrap().clone();
+    let mut rows: Vec<csv::StringRecord> = rd.records().map(|r| r.unwrap()).collect();
+    let mut extra: Vec<String> = rows[0].iter().map(str::to_string).collect();
+    let at = |n: &str| headers.iter().position(|h| h == n).unwrap();
+    extra[at("case_number")] = erased[0].clone();
+    extra[at("role")] = "DLUŽNÍK".into();
+    rows.push(csv::StringRecord::from(extra));
+    let mut w = csv::Writer::from_path(&parties).unwrap();
+    w.write_record(&headers).unwrap();
+    for r in &rows {
+        w.write_record(r).unwrap();
+    }
+    w.flush().unwrap();
+    let done = isir::export::purge::purge(
+        &app.store,
+        &[
+            make("2000-01-01T000001"),
+            make("2000-01-01T000002"),
+            sound.clone(),
+        ],
+    )
+    .await
+    .unwrap();
+    let action = |n: &str| {
+        done.iter()
+            .find(|p| p.export == n)
+            .map(|p| p.action.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(action("2000-01-01T000001"), "removed", "{done:?}");
+    assert_eq!(action("2000-01-01T000002"), "removed", "{done:?}");
+    assert_eq!(action("2000-01-01T000003"), "rewritten", "{done:?}");
+    assert!(!make("2000-01-01T000001").exists() && !make("2000-01-01T000002").exists());
+    assert_eq!(
+        tree(&outside),
+        before,
+        "a file outside the export was changed"
+    );
+    // The sound one: each file's rows in its manifest are its CSV records.
+    let m = isir::export::read_manifest(&sound).unwrap();
+    assert_eq!(m.rewritten[0].rows_removed, 1, "{:?}", m.rewritten);
+    for f in &m.files {
+        let text = std::fs::read_to_string(sound.join(&f.name)).unwrap();
+        let records = csv::Reader::from_reader(text.as_bytes()).records().count() as u64;
+        assert_eq!(f.rows, records, "{}: the manifest's rows", f.name);
+    }
 }

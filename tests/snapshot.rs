@@ -113,7 +113,7 @@ async fn across(from: Backend, to: Backend) {
     // The restore builds the replica's case index after its commit; one that died in
     // between leaves it missing, and the next start builds it.
     assert!(has_case_index(&a2.store, to).await, "built by the restore");
-    let mut tx = isir::projection::sql::Tx::begin(&a2.store).await.unwrap();
+    let mut tx = isir::store::sql::Tx::begin(&a2.store).await.unwrap();
     tx.exec("DROP INDEX actions_case", &[]).await.unwrap();
     tx.commit().await.unwrap();
     assert!(!has_case_index(&a2.store, to).await);

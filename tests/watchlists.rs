@@ -590,9 +590,7 @@ async fn feed_and_webhook(b: Backend) {
     }
     // Both ways of finding a page's matches give the same feed, page by page.
     for drive in [watchlist::feed::Drive::List, watchlist::feed::Drive::Window] {
-        let mut tx = isir::projection::sql::Tx::begin_read(&app.store)
-            .await
-            .unwrap();
+        let mut tx = isir::store::sql::Tx::begin_read(&app.store).await.unwrap();
         let (mut after, mut all) = (created, Vec::new());
         loop {
             let p = watchlist::feed::page_driven(
@@ -644,9 +642,7 @@ async fn feed_and_webhook(b: Backend) {
         })
         .map(|a| (a.id, a.id))
         .collect();
-    let mut tx = isir::projection::sql::Tx::begin_read(&app.store)
-        .await
-        .unwrap();
+    let mut tx = isir::store::sql::Tx::begin_read(&app.store).await.unwrap();
     let p = watchlist::feed::page(
         &mut tx,
         "admins",

@@ -9,7 +9,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{BOTH, Backend};
-use isir::projection::{self, cases::CaseDoc, parties::PartyDoc};
+use isir::projection;
+use isir::readmodel::{CaseDoc, PartyDoc};
 use sha2::Digest;
 
 struct Web {
@@ -153,7 +154,7 @@ async fn pages(b: Backend) {
         })
         .expect("a natural-person debtor with a diacritic in the name");
     let name = p.name.clone().unwrap();
-    let plain: String = isir::projection::fold::name_key(&name);
+    let plain: String = isir::readmodel::fold::name_key(&name);
     let (s, html) = web
         .get(&format!("/search?q={}", urlencode(&plain.to_uppercase())))
         .await;
@@ -167,7 +168,7 @@ async fn pages(b: Backend) {
     assert_eq!(rows(&html), rows(&html2));
     let same_key = all
         .iter()
-        .filter(|x| x.name.as_deref().map(isir::projection::fold::name_key) == Some(plain.clone()))
+        .filter(|x| x.name.as_deref().map(isir::readmodel::fold::name_key) == Some(plain.clone()))
         .count();
     assert_eq!(rows(&html), same_key.min(100));
 

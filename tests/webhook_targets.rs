@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::Backend;
-use isir::projection::sql::Tx;
+use isir::store::sql::Tx;
 use isir::watchlist::{self, Entry, Kind, NewList, Policy, Roles};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -166,7 +166,7 @@ async fn own_name_is_internal() {
     );
 }
 
-async fn exec(store: &isir::store::Store, sql: &str, binds: &[isir::projection::sql::Val]) {
+async fn exec(store: &isir::store::Store, sql: &str, binds: &[isir::store::sql::Val]) {
     let mut tx = Tx::single(store).await.unwrap();
     tx.exec(sql, binds).await.unwrap();
 }

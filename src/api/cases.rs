@@ -15,22 +15,22 @@ use super::params::{
     date_param, only,
 };
 use super::stream;
-use crate::projection::columns;
-use crate::projection::sql::{Tx, Val};
 use crate::read::lists::{self, CaseQuery, Sort};
 use crate::read::params::{case_number, search_key, url_escape};
 use crate::read::{Caller, Problem, ReadState, queries, watermark};
+use crate::readmodel::columns;
+use crate::store::sql::{Tx, Val};
 
 /// One case with court, state and its history, debtors, administrator, key dates and
 /// erasure status.
 #[utoipa::path(get, path = "/v1/cases/{year}/{number}", tag = "cases",
     params(crate::api::params::CasePath, crate::api::params::NoParams),
     responses(
-        (status = 200, description = "The case", body = crate::api::openapi::CaseAnswer, headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+        (status = 200, description = "The case", body = crate::api::schema::CaseAnswer, headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
         (status = 404, description = "No such case", body = Problem, content_type = "application/problem+json"),
-        crate::api::openapi::V1Errors,
+        crate::api::schema::V1Errors,
     ))]
 pub(crate) async fn case(
     State(state): State<ReadState>,
@@ -90,10 +90,10 @@ pub(crate) async fn case(
     responses(
         (status = 200, description = "A page of the timeline; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
-            content((crate::api::openapi::EventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+            content((crate::api::schema::EventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
         (status = 404, description = "No such case", body = Problem, content_type = "application/problem+json"),
-        crate::api::openapi::V1Errors,
+        crate::api::schema::V1Errors,
     ))]
 pub(crate) async fn case_events(
     State(state): State<ReadState>,
@@ -228,9 +228,9 @@ impl stream::Pages for CasePages {
     responses(
         (status = 200, description = "A page of cases; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
-            content((crate::api::openapi::CaseList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+            content((crate::api::schema::CaseList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
-        crate::api::openapi::V1Errors,
+        crate::api::schema::V1Errors,
     ))]
 pub(crate) async fn case_list(
     State(state): State<ReadState>,
@@ -259,7 +259,7 @@ pub(crate) async fn case_list(
     // if the projection holds it (looked up below, once the snapshot is open).
     let mut codes: Vec<(&'static str, &'static [&'static str], Code)> = Vec::new();
     for (param, known) in [
-        ("state", crate::projection::cases::KNOWN_STATES),
+        ("state", crate::readmodel::KNOWN_STATES),
         ("debtor_kind", KNOWN_DEBTOR_KINDS),
     ] {
         if let Some(v) = q.get(param) {

@@ -11,11 +11,11 @@ use super::format::{count_of, format_of, respond_docs, with_count};
 use super::pagination::{last_action_id, limit, page, query_except};
 use super::params::{EventParams, Params, court_param, date_param, only};
 use super::stream;
-use crate::projection::columns;
-use crate::projection::sql::Val;
 use crate::read::lists::{self, EventQuery, MAX_FEED_CASES};
 use crate::read::params::search_key;
 use crate::read::{Problem, ReadState, queries, watermark};
+use crate::readmodel::columns;
+use crate::store::sql::Val;
 
 /// The change feed: every action after an ID, in ID order.
 #[utoipa::path(get, path = "/v1/events", tag = "events",
@@ -23,9 +23,9 @@ use crate::read::{Problem, ReadState, queries, watermark};
     responses(
         (status = 200, description = "A page of the feed; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
-            content((crate::api::openapi::EventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+            content((crate::api::schema::EventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
-        crate::api::openapi::V1Errors,
+        crate::api::schema::V1Errors,
     ))]
 pub(crate) async fn events(
     State(state): State<ReadState>,
@@ -192,7 +192,7 @@ struct EventPages {
 impl stream::Pages for EventPages {
     async fn next(
         &mut self,
-        tx: &mut crate::projection::sql::Tx,
+        tx: &mut crate::store::sql::Tx,
         n: i64,
     ) -> Result<Vec<String>, Problem> {
         self.q.limit = n;

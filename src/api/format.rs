@@ -8,8 +8,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::projection::columns;
 use crate::read::{Problem, Watermark};
+use crate::readmodel::columns;
 
 pub(crate) fn respond(wm: &Watermark, req: &HeaderMap, mut body: Value) -> Response {
     // The ETag is of what the answer says, not of how far the projections are.

@@ -10,8 +10,8 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::projection::sql::Tx;
 use crate::read::{Problem, ReadState, Watermark, watermark};
+use crate::store::sql::Tx;
 
 /// Prometheus metrics.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
@@ -29,7 +29,7 @@ pub(crate) async fn metrics_text(State(state): State<ReadState>) -> Response {
         if let Some(w) = &ws {
             metrics::gauge!("isir_source_behind_ids").set(w.source_behind().unwrap_or(0) as f64);
         }
-        let metas = crate::projection::metas(&src.store)
+        let metas = crate::readmodel::meta::metas(&src.store)
             .await
             .unwrap_or_default();
         for m in metas.iter().filter(|m| !m.name.contains('#')) {
@@ -44,7 +44,7 @@ pub(crate) async fn metrics_text(State(state): State<ReadState>) -> Response {
                     .set((cp - m.cursor).max(0) as f64);
             }
         }
-        let watermark = crate::projection::watermark(&metas);
+        let watermark = crate::readmodel::meta::watermark(&metas);
         for w in crate::status::watch_status(&src.store, watermark).await {
             if w.list.webhook_url.is_none() {
                 continue;
@@ -70,23 +70,12 @@ pub(crate) async fn metrics_text(State(state): State<ReadState>) -> Response {
         .into_response()
 }
 
-/// This description (OpenAPI 3.1).
-#[utoipa::path(get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "The OpenAPI description", body = Object)))]
-pub(crate) async fn openapi_json() -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        super::openapi::json(),
-    )
-        .into_response()
-}
-
 /// The process is up (whatever the phase), and which replica it serves: `replica` is the
 /// replica's public identifier (made at `migrate`; not a secret), so that `isir status`
 /// can tell its own API from another process on the same port. Null while the store
 /// cannot say.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
-    responses((status = 200, description = "Up", body = crate::api::openapi::Health)))]
+    responses((status = 200, description = "Up", body = crate::api::schema::Health)))]
 pub(crate) async fn healthz(State(state): State<ReadState>) -> Json<Value> {
     // Liveness never waits on the store: at most a moment for the first read of the
     // identifier (cached once read).
@@ -100,7 +89,7 @@ pub(crate) async fn healthz(State(state): State<ReadState>) -> Json<Value> {
 /// Ready to serve: phase `serve` and the projections within `api.max_lag_ids` of the replica.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
-        (status = 200, description = "Ready", body = crate::api::openapi::Ready),
+        (status = 200, description = "Ready", body = crate::api::schema::Ready),
         (status = 503, description = "Not ready, with the reason", body = Problem, content_type = "application/problem+json"),
         (status = 500, description = "The projection could not be read", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -16,9 +16,9 @@ use utoipa::ToSchema;
 
 use super::format::respond_uncached;
 use super::params::{NoParams, Params, only};
-use crate::projection::parties::PartyDoc;
 use crate::read::params::{search_key, url_escape};
 use crate::read::{Caller, Problem, ReadState, Watermark, queries, watermark};
+use crate::readmodel::PartyDoc;
 
 /// Most keys one lookup takes (IČOs and birth numbers together).
 pub const MAX_KEYS: usize = 1000;
@@ -84,7 +84,7 @@ pub struct LookupAnswer {
         (status = 200, description = "A result a key", body = LookupAnswer, headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica"))),
         (status = 413, description = "The body is larger than 1 MiB (`http::MAX_BODY`), far above the largest lookup", body = String, content_type = "text/plain"),
-        crate::api::openapi::V1Errors,
+        crate::api::schema::V1Errors,
     ))]
 pub(crate) async fn lookup(
     State(state): State<ReadState>,
@@ -164,7 +164,7 @@ struct Key {
 
 /// The result of each key, read in `tx`.
 async fn answer(
-    tx: &mut crate::projection::sql::Tx,
+    tx: &mut crate::store::sql::Tx,
     keys: &[Key],
     privacy: &crate::privacy::Privacy,
     pii: bool,
@@ -187,7 +187,7 @@ async fn answer(
             None => None,
             Some(last) => {
                 let parts: Vec<String> =
-                    crate::projection::columns::cells(last, &["case_number", "court", "person_id"])
+                    crate::readmodel::columns::cells(last, &["case_number", "court", "person_id"])
                         .map_err(Problem::internal)?
                         .iter()
                         .map(|c| c.as_str().to_string())

@@ -17,6 +17,7 @@ mod lookup;
 pub mod openapi;
 mod pagination;
 pub mod params;
+mod schema;
 mod search;
 mod stats;
 mod stream;
@@ -33,7 +34,7 @@ pub fn router(state: ReadState) -> Router {
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
-        .route("/openapi.json", get(health::openapi_json))
+        .route("/openapi.json", get(openapi::openapi_json))
         .route("/v1/cases/{year}/{number}", get(cases::case))
         .route("/v1/cases/{year}/{number}/events", get(cases::case_events))
         .route("/v1/subjects", get(subjects::subjects))

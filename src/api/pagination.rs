@@ -39,7 +39,7 @@ pub(crate) fn last_action_id(rows: &[String]) -> Result<Option<i64>, Problem> {
     let Some(l) = rows.last() else {
         return Ok(None);
     };
-    let c = crate::projection::columns::cells(l, &["action_id"]).map_err(Problem::internal)?;
+    let c = crate::readmodel::columns::cells(l, &["action_id"]).map_err(Problem::internal)?;
     c[0].as_str()
         .parse()
         .map(Some)

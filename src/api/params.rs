@@ -430,10 +430,10 @@ pub(crate) enum Code {
 
 impl Code {
     pub(crate) fn of(value: &str, known: &[&'static str]) -> Code {
-        let key = crate::projection::fold::name_key(value);
+        let key = crate::readmodel::fold::name_key(value);
         known
             .iter()
-            .find(|k| crate::projection::fold::name_key(k) == key)
+            .find(|k| crate::readmodel::fold::name_key(k) == key)
             .map(|k| Code::Known(k))
             .unwrap_or_else(|| Code::Other(value.to_string()))
     }

@@ -14,10 +14,10 @@ use super::format::{count_of, format_of, respond_docs, with_count};
 use super::pagination::{limit, query_except};
 use super::params::{Code, Params, SearchParams, court_param, only};
 use super::stream;
-use crate::projection::columns;
 use crate::read::params::{SearchText, case_number, url_escape};
 use crate::read::search::{After, Search};
 use crate::read::{Caller, Problem, ReadState, search, watermark};
+use crate::readmodel::columns;
 
 /// The parties' `kind` values of a `kind=` filter.
 pub fn kinds(k: &str) -> Result<Vec<String>, Problem> {
@@ -49,16 +49,12 @@ pub fn parse(q: &Params, pii: bool) -> Result<Search, Problem> {
         words: Search::words(text)?,
         role: match q
             .get("role")
-            .map(|r| (r, Code::of(r, crate::projection::parties::KNOWN_ROLES)))
+            .map(|r| (r, Code::of(r, crate::readmodel::KNOWN_ROLES)))
         {
             None => None,
             Some((_, Code::Known(r))) => Some(r.into()),
             Some((r, Code::Other(_))) => {
-                return Err(Code::refuse(
-                    "role",
-                    r,
-                    crate::projection::parties::KNOWN_ROLES,
-                ));
+                return Err(Code::refuse("role", r, crate::readmodel::KNOWN_ROLES));
             }
         },
         court: court_param(q)?.map(|c| c.short.to_string()),
@@ -94,10 +90,10 @@ fn no_name_filters(q: &Params, what: &str) -> Result<(), Problem> {
     responses(
         (status = 200, description = "A page of persons in rank order; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
-            content((crate::api::openapi::SubjectList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+            content((crate::api::schema::SubjectList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 303, description = "`q` is a case number: the case (`Location: /v1/cases/{year}/{number}`)"),
         (status = 304, description = "Not modified (`If-None-Match`)"),
-        crate::api::openapi::V1Errors,
+        crate::api::schema::V1Errors,
     ))]
 pub(crate) async fn search(
     State(state): State<ReadState>,
@@ -224,7 +220,7 @@ struct SearchPages {
 impl stream::Pages for SearchPages {
     async fn next(
         &mut self,
-        tx: &mut crate::projection::sql::Tx,
+        tx: &mut crate::store::sql::Tx,
         n: i64,
     ) -> Result<Vec<String>, Problem> {
         let hits = search::search(tx, self.at, &self.s, self.after.as_ref(), n).await?;

@@ -14,10 +14,10 @@ use crate::read::{Problem, ReadState, watermark};
 #[utoipa::path(get, path = "/v1/stats", tag = "cases",
     params(crate::api::params::NoParams),
     responses(
-        (status = 200, description = "Counts", body = crate::api::openapi::Stats, headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
+        (status = 200, description = "Counts", body = crate::api::schema::Stats, headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
-        crate::api::openapi::V1Errors,
+        crate::api::schema::V1Errors,
     ))]
 pub(crate) async fn stats(
     State(state): State<ReadState>,

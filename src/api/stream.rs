@@ -17,9 +17,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::format::Format;
-use crate::projection::columns;
-use crate::projection::sql::Tx;
 use crate::read::{Caller, Problem, ReadState, Watermark};
+use crate::readmodel::columns;
+use crate::store::sql::Tx;
 
 /// A list read in keyset pages within one snapshot.
 #[async_trait::async_trait]

@@ -12,10 +12,10 @@ use serde_json::Value;
 use super::format::{Format, count_of, format_of, respond_list, respond_text, with_count};
 use super::pagination::{decode_cursor, docs, encode_cursor, limit, view};
 use super::params::{Params, SubjectParams, only};
-use crate::projection::columns;
-use crate::projection::sql::Tx;
 use crate::read::params::{search_key, url_escape};
 use crate::read::{Caller, Problem, ReadState, queries, watermark};
+use crate::readmodel::columns;
+use crate::store::sql::Tx;
 
 /// Persons matching an IČO, a birth number or a name, once per case and role.
 #[utoipa::path(get, path = "/v1/subjects", tag = "subjects",
@@ -23,9 +23,9 @@ use crate::read::{Caller, Problem, ReadState, queries, watermark};
     responses(
         (status = 200, description = "A page of persons; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
-            content((crate::api::openapi::SubjectList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+            content((crate::api::schema::SubjectList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
-        crate::api::openapi::V1Errors,
+        crate::api::schema::V1Errors,
     ))]
 pub(crate) async fn subjects(
     State(state): State<ReadState>,

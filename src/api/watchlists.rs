@@ -14,8 +14,8 @@ use super::format::{format_of, respond_list};
 use super::pagination::limit;
 use super::params::{Params, WatchEventParams, only};
 use super::stream;
-use crate::projection::columns;
 use crate::read::{Caller, Problem, ReadState, watermark};
+use crate::readmodel::columns;
 use crate::watchlist::{Roles, feed};
 
 /// The columns of a watchlist event in CSV: the timeline's, then the feed's own.
@@ -47,7 +47,7 @@ struct WatchPages {
 impl stream::Pages for WatchPages {
     async fn next(
         &mut self,
-        tx: &mut crate::projection::sql::Tx,
+        tx: &mut crate::store::sql::Tx,
         n: i64,
     ) -> Result<Vec<String>, Problem> {
         if self.ended {
@@ -78,10 +78,10 @@ impl stream::Pages for WatchPages {
     responses(
         (status = 200, description = "A page of the list's feed; CSV and NDJSON carry `next` in a `Link` header", headers(("ISIR-Watermark" = i64, description = "Last action ID applied by every projection builder"),
                 ("ISIR-Lag-Seconds" = i64, description = "Seconds the projection is behind the replica")),
-            content((crate::api::openapi::WatchEventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
+            content((crate::api::schema::WatchEventList = "application/json"), (String = "text/csv"), (String = "application/x-ndjson"))),
         (status = 304, description = "Not modified (`If-None-Match`)"),
         (status = 404, description = "No such watchlist", body = Problem, content_type = "application/problem+json"),
-        crate::api::openapi::V1Errors,
+        crate::api::schema::V1Errors,
     ))]
 pub(crate) async fn watch_events(
     State(state): State<ReadState>,

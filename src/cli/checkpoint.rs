@@ -1,11 +1,12 @@
 //! `isir checkpoint`: show the checkpoint, or set it by hand (an operator's repair,
-//! under the lease and with a reason: [`crate::checkpoint::set_by_hand`]).
+//! under the lease and with a reason: [`crate::poller::by_hand::set_by_hand`]).
 
 use clap::Subcommand;
 
 use super::{Exit, Output};
 use crate::app::App;
-use crate::checkpoint::{self, SetByHand};
+use crate::checkpoint;
+use crate::poller::by_hand::{self, SetByHand};
 
 #[derive(Subcommand, Debug)]
 pub enum CheckpointCmd {
@@ -30,7 +31,7 @@ pub enum CheckpointCmd {
 pub async fn run(app: &App, cmd: CheckpointCmd) -> anyhow::Result<Exit> {
     match cmd {
         CheckpointCmd::Get(out) => {
-            let c = checkpoint::get(&app.store).await?;
+            let c = by_hand::get(&app.store).await?;
             out.print(&serde_json::json!({ "checkpoint": c }), || {
                 checkpoint::show(c)
             })?;
@@ -39,7 +40,7 @@ pub async fn run(app: &App, cmd: CheckpointCmd) -> anyhow::Result<Exit> {
         CheckpointCmd::Set {
             id, reason, out, ..
         } => {
-            let r = checkpoint::set_by_hand(&app.store, &app.lease, Some(id), &reason).await?;
+            let r = by_hand::set_by_hand(&app.store, &app.lease, Some(id), &reason).await?;
             match &r {
                 SetByHand::Set { before, after } => {
                     out.print(&r, || {

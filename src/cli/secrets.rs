@@ -43,7 +43,7 @@ pub enum DbCmd {
 pub async fn privacy(app: &App, cmd: PrivacyCmd) -> anyhow::Result<Exit> {
     match cmd {
         PrivacyCmd::ExportKey { out, out_format } => {
-            let key = crate::privacy::Privacy::load(&app.store).await?;
+            let key = crate::store::key::load(&app.store).await?;
             let mut o = std::fs::OpenOptions::new();
             o.write(true).create_new(true);
             #[cfg(unix)]

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use super::{CHUNK, ExportError, ExportOptions, Table};
 use crate::privacy;
-use crate::projection::sql::Tx;
+use crate::store::sql::Tx;
 
 /// The SQL expression of each events column as its cell text, in the table's order: the
 /// booleans as `true`/`false`, every other column through `text` (which says how an

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{ExportError, Purged, Table};
 use crate::privacy;
-use crate::projection::sql::Tx;
+use crate::store::sql::Tx;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ManifestWatermark {

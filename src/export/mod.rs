@@ -20,9 +20,9 @@
 use std::path::{Path, PathBuf};
 
 use crate::privacy::{self, Privacy};
-use crate::projection::columns;
-use crate::projection::sql::Tx;
+use crate::readmodel::columns;
 use crate::store::Store;
+use crate::store::sql::Tx;
 use manifest::watermark;
 use table::{Sink, write_table};
 
@@ -175,7 +175,7 @@ async fn write_all(
         )
         .await?
         .unwrap_or(0);
-    if built < crate::projection::NAMES.len() as i64 {
+    if built < crate::readmodel::meta::NAMES.len() as i64 {
         return Err(ExportError::Invalid(
             "the projections are not built yet (`isir project catch-up`)".into(),
         ));

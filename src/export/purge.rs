@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{ExportError, Manifest, Table, read_manifest, write_manifest};
-use crate::projection::sql::Tx;
 use crate::store::Store;
+use crate::store::sql::Tx;
 
 /// What a run did to an earlier export that held erased debtors.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 use super::copy::{copy_lines, copy_table, event_cells, events_copy_select};
 use super::{CHUNK, ExportError, ExportOptions, Table};
 use crate::privacy::{self, Privacy};
-use crate::projection::columns;
-use crate::projection::sql::{Tx, Val};
+use crate::readmodel::columns;
+use crate::store::sql::{Tx, Val};
 
 /// Counts and hashes the bytes that reach the file.
 pub(super) struct Hashing<W: Write> {

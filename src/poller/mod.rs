@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::sync::{Notify, watch};
 
+pub mod by_hand;
 mod keeper;
 mod report;
 
@@ -210,7 +211,7 @@ impl Poller {
                 TickOutcome::BudgetSpent { resets_at } => Some(format!("resets at {resets_at}")),
                 TickOutcome::LeaseNotHeld { holder, .. } => Some(format!("held by {holder}")),
                 TickOutcome::SourceBehind { head, checkpoint } => {
-                    Some(behind_text(*head, *checkpoint))
+                    Some(crate::store::behind_text(*head, *checkpoint))
                 }
                 _ => None,
             },
@@ -503,13 +504,4 @@ fn gate_outcome(g: GateError) -> TickOutcome {
             error: format!("budget: {e}"),
         },
     }
-}
-
-/// The operator's sentence for a source behind the replica (log, tick record, status).
-pub fn behind_text(head: i64, checkpoint: i64) -> String {
-    format!(
-        "the source's newest ID {head} is below the checkpoint {checkpoint} ({} IDs): \
-         a reset or different register at source.url; nothing fetched",
-        checkpoint - head
-    )
 }

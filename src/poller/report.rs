@@ -57,7 +57,7 @@ pub(super) fn log(t: &Tick) {
             checkpoint,
             requests = t.requests,
             "tick stopped: {}",
-            super::behind_text(*head, *checkpoint)
+            crate::store::behind_text(*head, *checkpoint)
         ),
         TickOutcome::Disabled { phase } => {
             tracing::debug!(outcome = o.name(), %phase, "tick skipped: ingestion disabled")

@@ -8,87 +8,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
-
-use super::sql::{Tx, Val};
 use super::{Builder, Counts, ProjectionError, texts_in};
+use crate::readmodel::keys::LIST_SHAPES;
+use crate::readmodel::{CaseDoc, KNOWN_STATES, LegalForce, PartyRef, StateChange};
 use crate::source::model::{Flag, Note, Record};
-
-pub const KNOWN_STATES: &[&str] = &[
-    "NEVYRIZENA",
-    "MORATORIUM",
-    "ÚPADEK",
-    "KONKURS",
-    "ODDLUŽENÍ",
-    "REORGANIZ",
-    "VYRIZENA",
-    "PRAVOMOCNA",
-    "ODSKRTNUTA",
-    "ZRUŠENO VS",
-    "K-PO ZRUŠ.",
-    "OBZIVLA",
-    "MYLNÝ ZÁP.",
-    "NEVYR-POST",
-];
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
-pub struct StateChange {
-    pub action_id: i64,
-    pub state: String,
-    pub published: String,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
-pub struct LegalForce {
-    pub action_id: i64,
-    pub date: String,
-    pub section: Option<String>,
-    pub number: Option<i64>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
-pub struct PartyRef {
-    pub court: Option<String>,
-    pub person_id: String,
-    pub kind: Option<String>,
-    pub name: Option<String>,
-    pub first_name: Option<String>,
-    pub title_before: Option<String>,
-    pub ico: Option<String>,
-    /// For an administrator: when appointed (`datumUstanoveniSpravce`).
-    pub appointed: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
-pub struct CaseDoc {
-    pub case_number: String,
-    pub number: Option<i64>,
-    pub year: Option<i64>,
-    pub court_code: Option<String>,
-    pub court_short: Option<String>,
-    pub court_name: Option<String>,
-    pub state: Option<String>,
-    pub states: Vec<StateChange>,
-    pub first_action_id: i64,
-    pub first_published: String,
-    pub latest_action_id: i64,
-    pub latest_published: String,
-    /// The Prague date of the first action's publication.
-    pub opened: String,
-    pub claims_deadline: Option<String>,
-    pub ended: Option<String>,
-    pub legal_force: Vec<LegalForce>,
-    pub debtors: Vec<PartyRef>,
-    pub debtor_kind: Option<String>,
-    pub administrator: Option<PartyRef>,
-    /// The latest `datumUstanoveniSpravce` seen (the decision may precede the person).
-    pub administrator_appointed: Option<String>,
-    pub documents: i64,
-    pub claims: i64,
-    pub erased: bool,
-    pub erased_at: Option<String>,
-    pub erased_action_id: Option<i64>,
-}
+use crate::store::sql::{Tx, Val};
 
 fn parse_case_number(s: &str) -> (Option<i64>, Option<i64>) {
     let rest = s.strip_prefix("INS ").unwrap_or(s);
@@ -255,28 +179,6 @@ impl CaseDoc {
         self.opened.get(..7).unwrap_or("").to_string()
     }
 }
-
-/// The equality filters of `/v1/cases` indexed for each sort (`opened`: `opened,
-/// case_number`; `latest`: `latest_action_id`; `updated`: `latest_published,
-/// case_number`): each is an index of the set's columns, then the sort's keys, so a
-/// page is an index range read in order ([`crate::read::lists`]).
-pub const LIST_SHAPES: &[(&str, &[&str])] = &[
-    ("opened", &[]),
-    ("opened", &["court_short"]),
-    ("opened", &["state"]),
-    ("opened", &["court_short", "state"]),
-    ("opened", &["debtor_kind"]),
-    ("latest", &[]),
-    ("latest", &["court_short"]),
-    ("latest", &["state"]),
-    ("latest", &["court_short", "state"]),
-    ("latest", &["debtor_kind"]),
-    ("updated", &[]),
-    ("updated", &["court_short"]),
-];
-
-/// The filter columns, in the order they stand in the list indexes.
-pub const LIST_COLUMNS: &[&str] = &["court_short", "state", "debtor_kind"];
 
 /// The list indexes of `cases_v{v}` ([`LIST_SHAPES`]; the two unfiltered sorts by date
 /// opened and latest action use the table's `_opened` and `_latest`).

@@ -9,12 +9,10 @@
 //! stops the builder at that action with the reason in `proj_meta.error`.
 
 pub mod cases;
-pub mod columns;
-pub mod fold;
+
 pub mod names;
 pub mod parties;
 mod rebuild;
-pub mod sql;
 mod step;
 pub mod timeline;
 pub mod verify;
@@ -24,34 +22,13 @@ pub use rebuild::{rebuild, rebuild_with};
 pub use step::{Step, catch_up, step};
 use step::{apply_and_commit, pinpoint, read_one};
 
-use serde::Serialize;
-
+use crate::readmodel::meta::read_meta_with;
+pub use crate::readmodel::meta::{Counts, Meta, NAMES, metas, watermark};
 use crate::source::model::Record;
+use crate::store::sql::{Tx, Val};
 use crate::store::{Store, now_ms};
-use sql::{Tx, Val};
 
 /// The builders, in the order the daemon runs them.
-pub const NAMES: [&str; 3] = ["cases", "parties", "timeline"];
-
-/// What a step found beside the normal.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct Counts {
-    pub applied: i64,
-    pub unknown_codes: i64,
-    pub unknown_other: i64,
-    pub unparsed: i64,
-    pub erased: i64,
-}
-
-impl Counts {
-    fn add(&mut self, o: &Counts) {
-        self.applied += o.applied;
-        self.unknown_codes += o.unknown_codes;
-        self.unknown_other += o.unknown_other;
-        self.unparsed += o.unparsed;
-        self.erased += o.erased;
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectionError {
@@ -144,58 +121,10 @@ pub fn builder(name: &str) -> Result<Box<dyn Builder>, ProjectionError> {
     })
 }
 
-/// A builder's state as `proj_meta` holds it.
-#[derive(Debug, Clone, Serialize)]
-pub struct Meta {
-    pub name: String,
-    pub cursor: i64,
-    pub version: i64,
-    pub counts: Counts,
-    #[serde(serialize_with = "crate::store::rfc3339::ms")]
-    pub updated_at: i64,
-    pub error: Option<String>,
-}
-
 const START: i64 = -1;
 
 async fn read_meta(tx: &mut Tx, key: &str) -> Result<Option<Meta>, ProjectionError> {
-    read_meta_with(tx, key, true).await
-}
-
-async fn read_meta_with(
-    tx: &mut Tx,
-    key: &str,
-    for_update: bool,
-) -> Result<Option<Meta>, ProjectionError> {
-    let lock = if for_update { tx.lock() } else { "" };
-    let rows = tx
-        .texts(
-            &format!(
-                "SELECT CAST(cursor AS TEXT) || '|' || CAST(version AS TEXT) || '|' || CAST(applied AS TEXT) || '|' || \
-                 CAST(unknown_codes AS TEXT) || '|' || CAST(unknown_other AS TEXT) || '|' || CAST(unparsed AS TEXT) || '|' || \
-                 CAST(erased AS TEXT) || '|' || CAST(updated_at AS TEXT) || '|' || COALESCE(error, '') FROM proj_meta WHERE name = $1{lock}"
-            ),
-            &[key.into()],
-        )
-        .await?;
-    Ok(rows.first().map(|r| {
-        let f: Vec<&str> = r.splitn(9, '|').collect();
-        let n = |i: usize| f.get(i).and_then(|s| s.parse::<i64>().ok()).unwrap_or(0);
-        Meta {
-            name: key.to_string(),
-            cursor: n(0),
-            version: n(1),
-            counts: Counts {
-                applied: n(2),
-                unknown_codes: n(3),
-                unknown_other: n(4),
-                unparsed: n(5),
-                erased: n(6),
-            },
-            updated_at: n(7),
-            error: f.get(8).filter(|s| !s.is_empty()).map(|s| s.to_string()),
-        }
-    }))
+    Ok(read_meta_with(tx, key, true).await?)
 }
 
 async fn write_meta(tx: &mut Tx, m: &Meta) -> Result<(), ProjectionError> {
@@ -451,32 +380,6 @@ pub async fn ensure_all(store: &Store) -> Result<(), ProjectionError> {
         ensure(store, n).await?;
     }
     Ok(())
-}
-
-/// Every builder's state (and any rebuild in progress).
-/// The projection watermark: the lowest cursor of the live builders (a rebuild's
-/// `#next` set does not count), if any builder has one.
-pub fn watermark(metas: &[Meta]) -> Option<i64> {
-    metas
-        .iter()
-        .filter(|m| !m.name.contains('#'))
-        .map(|m| m.cursor)
-        .min()
-}
-
-pub async fn metas(store: &Store) -> Result<Vec<Meta>, ProjectionError> {
-    let mut tx = Tx::begin_read(store).await?;
-    let keys = tx
-        .texts("SELECT name FROM proj_meta ORDER BY name", &[])
-        .await?;
-    let mut out = Vec::new();
-    for k in keys {
-        if let Some(m) = read_meta_with(&mut tx, &k, false).await? {
-            out.push(m);
-        }
-    }
-    tx.commit().await?;
-    Ok(out)
 }
 
 /// Binds for an IN list.

@@ -1,5 +1,5 @@
 //! The name-search index of the parties projection (`names_vN`): one row per person,
-//! with the words of their names folded for search ([`super::fold::search_words`]),
+//! with the words of their names folded for search ([`crate::readmodel::fold::search_words`]),
 //! the exact-match key, the filters a search takes (role, kind, birth year) and the
 //! person's latest action, which is the index's order: a search reads its matches
 //! newest first and stops at the page's end, however many persons match.
@@ -18,14 +18,10 @@
 //! erased debtor leaves both at once); read only by [`crate::read::search`].
 
 use super::ProjectionError;
-use super::fold::{exact_key, search_words};
-use super::parties::PartyDoc;
-use super::sql::{Tx, Val};
-
-/// The shortest and longest prefix of a word indexed as a term of its own (FTS5's
-/// `prefix = '2 3 4'`, PostgreSQL's `terms`). A searched word of this length is read
-/// from one term list; a longer one by the word index's own prefix expansion.
-pub const PREFIXES: std::ops::RangeInclusive<usize> = 2..=4;
+use crate::readmodel::PartyDoc;
+use crate::readmodel::fold::{exact_key, search_words};
+use crate::readmodel::keys::{PREFIXES, exact_tag, tag};
+use crate::store::sql::{Tx, Val};
 
 /// The table's statements for version `v`.
 pub fn ddl(v: i64, pg: bool) -> Vec<String> {
@@ -104,24 +100,6 @@ pub fn birth_year(d: &PartyDoc) -> Option<i64> {
         .parse()
         .ok()
         .filter(|y| (1800..2200).contains(y))
-}
-
-/// A filter's token in the `tags` column (SQLite): a letter for the filter, then its
-/// value folded to one word (`DLUŽNÍK` -> `rdluznik`, `VĚŘIT-NAVR` -> `rveritnavr`).
-/// The roles and kinds the API filters on fold to distinct tokens.
-pub fn tag(filter: char, value: &str) -> String {
-    format!("{filter}{}", search_words(value).concat())
-}
-
-/// The token of an exact name in the `tags` column (SQLite): `x` and the hash of its
-/// [`exact_key`], so that the exact names of a text are one short term list (a common
-/// word's own list, `jan`, holds every Jan, few of them named just so). The key itself
-/// is compared too: a hash may collide.
-pub fn exact_tag(words: &[String]) -> String {
-    format!(
-        "x{:016x}",
-        xxhash_rust::xxh3::xxh3_64(exact_key(words).as_bytes())
-    )
 }
 
 /// A person's filter tokens: the exact name (`x`), role (`r`), kind (`k`), birth year
@@ -339,7 +317,7 @@ mod tests {
 
     #[test]
     fn the_filters_fold_to_distinct_tags() {
-        let roles: Vec<String> = super::super::parties::KNOWN_ROLES
+        let roles: Vec<String> = crate::readmodel::KNOWN_ROLES
             .iter()
             .map(|r| tag('r', r))
             .collect();

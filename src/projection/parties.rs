@@ -10,39 +10,11 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use serde::{Deserialize, Serialize};
-
-use super::fold::{ico_key, name_key, rc_key};
-use super::sql::{Tx, Val};
 use super::{Builder, Counts, ProjectionError, texts_in};
-use crate::source::model::{Address, Note, Person, Record};
-
-pub const KNOWN_ROLES: &[&str] = &["DLUŽNÍK", "VĚŘITEL", "VĚŘIT-NAVR", "SPRÁVCE"];
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq, utoipa::ToSchema)]
-pub struct PartyDoc {
-    pub case_number: String,
-    pub court: String,
-    pub person_id: String,
-    pub role: Option<String>,
-    pub administrator_kind: Option<String>,
-    pub kind: Option<String>,
-    pub name: Option<String>,
-    pub trade_name: Option<String>,
-    pub first_name: Option<String>,
-    pub title_before: Option<String>,
-    pub title_after: Option<String>,
-    pub legal_form: Option<String>,
-    pub ico: Option<String>,
-    pub dic: Option<String>,
-    pub birth_number: Option<String>,
-    pub birth_date: Option<String>,
-    pub addresses: Vec<Address>,
-    /// `datumOsobaVeVeciZrusena`: no longer a party from this date.
-    pub left_case: Option<String>,
-    pub first_action_id: i64,
-    pub latest_action_id: i64,
-}
+use crate::readmodel::fold::{ico_key, name_key, rc_key};
+use crate::readmodel::{KNOWN_ROLES, PartyDoc};
+use crate::source::model::{Note, Person, Record};
+use crate::store::sql::{Tx, Val};
 
 fn win(slot: &mut Option<String>, v: &Option<String>) {
     if v.is_some() {

@@ -8,12 +8,12 @@
 
 use serde::Serialize;
 
-use super::sql::Tx;
 use super::{
     Builder, Counts, Meta, ProjectionError, builder, ensure, read_meta, read_meta_with, write_meta,
 };
 use crate::source::model::Record;
 use crate::store::Store;
+use crate::store::sql::Tx;
 
 /// Reads the replica after `cursor`, parsing each `poznamka`.
 async fn records_after(

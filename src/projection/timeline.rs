@@ -7,35 +7,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::{Deserialize, Serialize};
-
-use super::sql::{Tx, Val};
 use super::{Builder, Counts, ProjectionError};
+use crate::readmodel::{Event, TIMELINE_COLUMNS as COLUMNS};
 use crate::source::model::{Flag, Note, Record};
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Event {
-    pub action_id: i64,
-    pub case_number: String,
-    pub court: Option<String>,
-    pub type_code: String,
-    /// The name from the code list when the action was applied.
-    pub type_name: String,
-    /// `popisUdalosti` as published.
-    pub source_type_name: String,
-    pub section: Option<String>,
-    pub number_in_section: Option<i64>,
-    pub document_url: Option<String>,
-    pub published: String,
-    pub created: String,
-    /// The first action of this document slot (itself when it opened the slot).
-    pub slot_action_id: Option<i64>,
-    pub secondary_action: bool,
-    pub secondary_document: bool,
-    pub legal_force_date: Option<String>,
-    pub corrected_published: Option<String>,
-    pub annulled: Option<String>,
-}
+use crate::store::sql::{Tx, Val};
 
 fn t(f: &Option<Flag>) -> bool {
     f.as_ref().is_some_and(Flag::is_true)
@@ -108,26 +83,6 @@ pub fn fold(recs: &[Record]) -> BTreeMap<i64, Event> {
         .map(|r| (r.action.id, event_of(r, &mut slots, &names, &mut c)))
         .collect()
 }
-
-pub const COLUMNS: &[&str] = &[
-    "action_id",
-    "case_number",
-    "court",
-    "type_code",
-    "type_name",
-    "source_type_name",
-    "section",
-    "number_in_section",
-    "document_url",
-    "published",
-    "created",
-    "slot_action_id",
-    "secondary_action",
-    "secondary_document",
-    "legal_force_date",
-    "corrected_published",
-    "annulled",
-];
 
 pub struct Timeline;
 

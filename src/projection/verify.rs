@@ -11,11 +11,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::sql::Tx;
 use super::{ProjectionError, cases, metas, parties, timeline};
 use crate::privacy::Privacy;
 use crate::source::model::Record;
 use crate::store::Store;
+use crate::store::sql::Tx;
 
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Report {
@@ -120,7 +120,7 @@ pub async fn verify_version(
 
 /// The replica's privacy key, for the person references a difference names.
 async fn key(store: &Store) -> Result<Privacy, ProjectionError> {
-    Privacy::load(store)
+    crate::store::key::load(store)
         .await
         .map_err(|e| ProjectionError::Key(format!("{e:#}")))
 }
@@ -143,7 +143,7 @@ async fn check(
                     &[case.into()],
                 )
                 .await?;
-            let got: Option<cases::CaseDoc> =
+            let got: Option<crate::readmodel::CaseDoc> =
                 got.first().map(|d| serde_json::from_str(d)).transpose()?;
             if want != got {
                 let (got, want) = (serde_json::to_value(&got)?, serde_json::to_value(&want)?);
@@ -163,7 +163,7 @@ async fn check(
                 .await?
                 .iter()
                 .map(|d| {
-                    serde_json::from_str::<parties::PartyDoc>(d).map(|p| {
+                    serde_json::from_str::<crate::readmodel::PartyDoc>(d).map(|p| {
                         (
                             (p.case_number.clone(), p.court.clone(), p.person_id.clone()),
                             p,

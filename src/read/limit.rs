@@ -10,9 +10,9 @@
 use std::time::Instant;
 
 use super::{Problem, ReadState};
-use crate::projection::sql::Tx;
 use crate::store::direct;
 pub use crate::store::pgread::Plans;
+use crate::store::sql::Tx;
 
 /// Seconds a client is told to wait after a read ran out of time.
 pub const RETRY_AFTER_TIMEOUT: u64 = 5;

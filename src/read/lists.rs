@@ -5,11 +5,11 @@
 //! sort of every matching row or a walk of the table.
 //!
 //! Owns the statements; the indexes they need are the builders'
-//! ([`crate::projection::cases::LIST_SHAPES`], the timeline's court indexes), and
+//! ([`crate::readmodel::keys::LIST_SHAPES`], the timeline's court indexes), and
 //! the plan tests check the two agree. Runs nothing itself.
 
 use super::Problem;
-use crate::projection::sql::Val;
+use crate::store::sql::Val;
 
 /// What a list reads: the views (PostgreSQL, whose planner has statistics), or on
 /// SQLite the live version's tables with the shape's index named (`INDEXED BY`, which
@@ -39,10 +39,7 @@ impl Source {
 }
 
 /// The [`Source`] of a list over `projection`'s tables in `tx`'s snapshot.
-pub async fn source(
-    tx: &mut crate::projection::sql::Tx,
-    projection: &str,
-) -> Result<Source, Problem> {
+pub async fn source(tx: &mut crate::store::sql::Tx, projection: &str) -> Result<Source, Problem> {
     if tx.is_postgres() {
         return Ok(Source::Views);
     }
@@ -90,7 +87,7 @@ impl Sort {
 
 /// The shapes the cases projection indexes (its `LIST_SHAPES`), by sort.
 fn case_sets() -> impl Iterator<Item = (Sort, &'static [&'static str])> {
-    crate::projection::cases::LIST_SHAPES
+    crate::readmodel::keys::LIST_SHAPES
         .iter()
         .map(|(sort, set)| {
             (
@@ -264,7 +261,7 @@ pub fn case_list(q: &CaseQuery, at: &Source) -> Result<(String, Vec<Val>), Probl
 }
 
 /// The order of equality columns in the indexes.
-const CASE_ORDER: &[&str] = crate::projection::cases::LIST_COLUMNS;
+const CASE_ORDER: &[&str] = crate::readmodel::keys::LIST_COLUMNS;
 
 /// Every supported shape of a case list without a debtor key (for the plan tests).
 pub fn case_shapes() -> Vec<(Sort, Vec<&'static str>)> {
@@ -414,7 +411,7 @@ pub struct Count {
 /// Counts the rows of `sql` (a list statement whose last bind is its `LIMIT`, as the
 /// builders here make them), in `tx`'s snapshot and time limit.
 pub async fn count(
-    tx: &mut crate::projection::sql::Tx,
+    tx: &mut crate::store::sql::Tx,
     sql: &str,
     binds: &[Val],
     kind: CountKind,

@@ -211,7 +211,7 @@ impl ReadState {
     /// The replica's privacy key (person references, cursors), read from the store once.
     pub async fn privacy(&self) -> Result<&crate::privacy::Privacy, Problem> {
         self.privacy
-            .get_or_try_init(|| crate::privacy::Privacy::load(&self.store))
+            .get_or_try_init(|| crate::store::key::load(&self.store))
             .await
             .map_err(Problem::internal)
     }
@@ -247,7 +247,7 @@ impl ReadState {
     }
 
     /// The privacy key given, not read from the store (a reader role's key file,
-    /// [`crate::privacy::Privacy::resolve`]).
+    /// [`crate::store::key::resolve`]).
     pub fn with_privacy(mut self, privacy: crate::privacy::Privacy) -> Self {
         self.building().privacy = tokio::sync::OnceCell::new_with(Some(privacy));
         self

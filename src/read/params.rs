@@ -4,7 +4,7 @@
 //! Pure functions: no I/O, no state.
 
 use super::Problem;
-use crate::projection::fold::{ico_key, name_key, rc_key};
+use crate::readmodel::fold::{ico_key, name_key, rc_key};
 
 pub fn case_number(year: &str, number: &str) -> Result<String, Problem> {
     let y: i64 = year

@@ -79,12 +79,6 @@ impl IntoResponse for Problem {
     }
 }
 
-impl From<crate::projection::ProjectionError> for Problem {
-    fn from(e: crate::projection::ProjectionError) -> Self {
-        Problem::internal(e)
-    }
-}
-
 /// A failed read: a timeout or a full pool is a 503 ([`super::limit::problem`]).
 impl From<sqlx::Error> for Problem {
     fn from(e: sqlx::Error) -> Self {

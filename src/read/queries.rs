@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::Problem;
-use crate::projection::sql::{Tx, Val};
+use crate::store::sql::{Tx, Val};
 
 fn parse(rows: &[String]) -> Result<Vec<Value>, Problem> {
     rows.iter()
@@ -52,7 +52,7 @@ pub async fn case_doc(tx: &mut Tx, case_number: &str) -> Result<Option<Value>, P
         .transpose()
 }
 
-pub use crate::projection::columns::event_json_sql;
+pub use crate::readmodel::columns::event_json_sql;
 
 /// A case's events after `after`, in action-ID order, at most `limit`.
 pub async fn case_events(

@@ -12,8 +12,8 @@
 //! writes. An erased debtor has no `names` or `parties` row, so never matches.
 
 use super::Problem;
-use crate::projection::fold::{exact_key, query_words};
-use crate::projection::sql::{Tx, Val};
+use crate::readmodel::fold::{exact_key, query_words};
+use crate::store::sql::{Tx, Val};
 
 /// Characters a search text takes at most (the parameter's `maxLength`).
 pub const MAX_TEXT: usize = 200;
@@ -104,7 +104,7 @@ impl Search {
 /// false) the exact name's token; and the filters the `tags` column holds (role, kinds,
 /// birth year).
 fn fts_query(s: &Search, prefix: bool) -> String {
-    use crate::projection::names::tag;
+    use crate::readmodel::keys::tag;
     // The words are letters and digits only (`search_words` splits at anything else),
     // and so are the tags: they need no quoting beyond the engine's own.
     let mut terms: Vec<String> = if prefix {
@@ -115,7 +115,7 @@ fn fts_query(s: &Search, prefix: bool) -> String {
     } else {
         vec![format!(
             "tags : \"{}\"",
-            crate::projection::names::exact_tag(&s.words)
+            crate::readmodel::keys::exact_tag(&s.words)
         )]
     };
     if let Some(r) = &s.role {
@@ -156,7 +156,7 @@ fn ts_query(words: &[String]) -> String {
 /// `tsvector` for each (`EXPLAIN ANALYZE` over a window of 10 000: 9-10 ms against 12 ms
 /// for short words, 17 ms for long ones).
 fn pg_words(words: &[String], b: &mut Binds, window: bool) -> Vec<String> {
-    use crate::projection::names::PREFIXES;
+    use crate::readmodel::keys::PREFIXES;
     if window {
         return words.iter().map(|w| word_start(w, b)).collect();
     }
@@ -530,10 +530,7 @@ mod tests {
         );
         assert_eq!(
             fts_query(&s, false),
-            format!(
-                "tags : \"{}\"",
-                crate::projection::names::exact_tag(&s.words)
-            )
+            format!("tags : \"{}\"", crate::readmodel::keys::exact_tag(&s.words))
         );
         assert_eq!(ts_query(&s.words), "novak:* & ja:*");
         let mut b = Binds::default();

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::limit::Plans;
 use super::{Problem, ReadState};
 use crate::phase::Phase;
-use crate::projection::sql::Tx;
+use crate::store::sql::Tx;
 
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Watermark {
@@ -55,7 +55,7 @@ pub async fn meta(tx: &mut Tx) -> Result<(Watermark, bool), Problem> {
         num(3).unwrap_or(0),
         num(4).unwrap_or(-1),
     );
-    let built = num(1).unwrap_or(0) >= crate::projection::NAMES.len() as i64;
+    let built = num(1).unwrap_or(0) >= crate::readmodel::meta::NAMES.len() as i64;
     let standby_lag_seconds = if tx.is_postgres() {
         tx.texts(
             "SELECT CASE WHEN NOT pg_is_in_recovery() THEN '' \

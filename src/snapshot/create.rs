@@ -8,9 +8,9 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::*;
-use crate::projection::sql::Tx;
 use crate::source::Action;
 use crate::store::Store;
+use crate::store::sql::Tx;
 
 /// Writes a snapshot of the replica into `out` (which must not exist or be empty),
 /// through a staging directory renamed when complete, readable by its owner only.

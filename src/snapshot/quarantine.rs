@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{HashRead, SnapshotError, close_chunk};
-use crate::projection::sql::Tx;
+use crate::store::sql::Tx;
 
 /// The quarantine file named in the manifest.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

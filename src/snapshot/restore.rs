@@ -9,8 +9,8 @@ use sha2::{Digest, Sha256};
 
 use super::*;
 use crate::lease::{Acquire, Lease};
-use crate::projection::sql::{Tx, Val};
 use crate::source::Action;
+use crate::store::sql::{Tx, Val};
 
 use crate::store::Store;
 

@@ -239,7 +239,7 @@ impl Store {
         })
     }
 
-    /// Sets the checkpoint, fenced like a write. Only [`crate::checkpoint::set_by_hand`]
+    /// Sets the checkpoint, fenced like a write. Only [`crate::poller::by_hand::set_by_hand`]
     /// calls it.
     pub async fn set_checkpoint(
         &self,

@@ -45,9 +45,11 @@ mod coord;
 mod db;
 pub mod direct;
 pub mod files;
+pub mod key;
 pub mod pgread;
 pub mod quarantine;
 pub mod roles;
+pub mod sql;
 pub use db::*;
 pub use quarantine::{QUARANTINE_COLUMNS, QuarantineRow};
 
@@ -111,6 +113,15 @@ impl WriterState {
             _ => None,
         }
     }
+}
+
+/// The operator's sentence for a source behind the replica (log, tick record, status).
+pub fn behind_text(head: i64, checkpoint: i64) -> String {
+    format!(
+        "the source's newest ID {head} is below the checkpoint {checkpoint} ({} IDs): \
+         a reset or different register at source.url; nothing fetched",
+        checkpoint - head
+    )
 }
 
 /// The lease as the database holds it.

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use crate::projection::fold::{ico_key, rc_key};
+use crate::readmodel::fold::{ico_key, rc_key};
 
 /// What kind of subject an entry watches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -215,7 +215,7 @@ fn delimiter(text: &str) -> u8 {
 /// spaces, dots, dashes and underscores ignored (`IČO`, `IČ`, `RČ`, `Rodné číslo`,
 /// `Spisová značka`, `sp. zn.`, `case_number`).
 fn column_kind(header: &str) -> Option<Kind> {
-    let k: String = crate::projection::fold::name_key(header)
+    let k: String = crate::readmodel::fold::name_key(header)
         .chars()
         .filter(|c| c.is_alphanumeric())
         .collect();

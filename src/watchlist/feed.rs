@@ -28,8 +28,8 @@ use std::collections::HashMap;
 use serde_json::{Value, json};
 
 use super::{Kind, Roles};
-use crate::projection::columns;
-use crate::projection::sql::{Tx, Val};
+use crate::readmodel::columns;
+use crate::store::sql::{Tx, Val};
 
 /// What one action ID of a window costs against one entry of the list when matches are
 /// found from the window (an action and its case's parties against one index probe).

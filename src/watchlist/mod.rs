@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use base64::Engine;
 use serde::Serialize;
 
-use crate::projection::sql::{Tx, Val};
+use crate::store::sql::{Tx, Val};
 use crate::store::{Store, now_ms};
 pub use entries::{BadLine, Entry, Kind};
 pub use target::Policy;

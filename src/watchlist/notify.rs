@@ -23,8 +23,8 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::{Policy, Roles, deliver, feed};
-use crate::projection::sql::Tx;
 use crate::projector::projects;
+use crate::store::sql::Tx;
 use crate::store::{Store, now_ms};
 
 /// How the notifier runs (from `watch.*`).

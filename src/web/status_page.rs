@@ -59,7 +59,7 @@ pub fn render(s: &Status) -> String {
             o,
             "<p id=\"source-behind\" class=\"bad\"><strong>Source behind the replica:</strong> {}. \
              Check <code>source.url</code> (docs/runbooks/source-outage.md).</p>",
-            escape(&crate::poller::behind_text(h, c))
+            escape(&crate::store::behind_text(h, c))
         );
     }
     o.push_str("<table class=\"kv\">");

@@ -268,15 +268,15 @@ impl Drop for OwnRedis {
     }
 }
 
-pub async fn texts(store: &Store, sql: &str, binds: &[isir::projection::sql::Val]) -> Vec<String> {
-    let mut tx = isir::projection::sql::Tx::begin_read(store).await.unwrap();
+pub async fn texts(store: &Store, sql: &str, binds: &[isir::store::sql::Val]) -> Vec<String> {
+    let mut tx = isir::store::sql::Tx::begin_read(store).await.unwrap();
     let r = tx.texts(sql, binds).await.unwrap();
     tx.commit().await.unwrap();
     r
 }
 
 pub async fn count(store: &Store, sql: &str, bind: &str) -> i64 {
-    let mut tx = isir::projection::sql::Tx::begin_read(store).await.unwrap();
+    let mut tx = isir::store::sql::Tx::begin_read(store).await.unwrap();
     let r = tx.int(sql, &[bind.into()]).await.unwrap().unwrap_or(0);
     tx.commit().await.unwrap();
     r

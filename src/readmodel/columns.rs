@@ -110,7 +110,7 @@ pub fn cell(item: &Value, path: &str) -> String {
 /// keys of a map (by name), so that reading a row the database made into this and
 /// writing it gives the text a `serde_json::Value` would, without building a map for
 /// every row (that map was the feed's largest cost in a profile, some 15 % of the
-/// server's time). Every column of [`super::timeline::COLUMNS`], no other key.
+/// server's time). Every column of [`super::TIMELINE_COLUMNS`], no other key.
 #[derive(serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct EventRow {
@@ -173,7 +173,7 @@ pub fn event_json_sql(pg: bool) -> String {
         "json_object"
     };
     // Every column of the timeline, booleans as JSON booleans on both back ends.
-    let parts: Vec<String> = super::timeline::COLUMNS
+    let parts: Vec<String> = super::TIMELINE_COLUMNS
         .iter()
         .map(|c| match *c {
             "secondary_action" | "secondary_document" => format!("'{c}', {}", b(c)),
@@ -616,7 +616,7 @@ mod tests {
     /// The row type holds every timeline column: the feed selects all of them.
     #[test]
     fn the_event_row_holds_every_timeline_column() {
-        let mut cols: Vec<&str> = crate::projection::timeline::COLUMNS.to_vec();
+        let mut cols: Vec<&str> = crate::readmodel::TIMELINE_COLUMNS.to_vec();
         cols.sort_unstable();
         let row = EventRow {
             action_id: 1,

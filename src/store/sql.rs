@@ -137,9 +137,9 @@ macro_rules! bind_all {
         let mut q = $q;
         for b in $binds {
             q = match b {
-                $crate::projection::sql::Val::I(v) => q.bind(*v),
-                $crate::projection::sql::Val::T(v) => q.bind(v.clone()),
-                $crate::projection::sql::Val::B(v) => q.bind(*v),
+                $crate::store::sql::Val::I(v) => q.bind(*v),
+                $crate::store::sql::Val::T(v) => q.bind(v.clone()),
+                $crate::store::sql::Val::B(v) => q.bind(*v),
             };
         }
         q
