@@ -38,7 +38,7 @@ budget     | src/budget.rs             | --lib --test ingest                    
 lease      | src/lease.rs              | --lib --test ingest                                |
 entries    | src/watchlist/entries.rs  | --lib --test watchlists                            |
 deliver    | src/watchlist/deliver.rs  | --lib --test watchlists                            |
-purge      | src/export/purge.rs       | --lib --test privacy --test secrets                | erasure_reaches_kept_exports purge_touches_only_its_own export::
+purge      | src/export/purge.rs       | --lib --test privacy --test secrets                | erasure_reaches_kept_exports purge_touches_only_its_own the_purge_never export::
 limit      | src/read/limit.rs         | --lib --test limits --test api                     |
 parse      | src/source/parse.rs       | --lib --test parser --test roundtrip --test spoiled |
 '
