@@ -117,7 +117,6 @@ impl App {
             settings: self.settings.clone(),
             store: self.store.clone(),
             lease: self.lease.clone(),
-            budget: self.budget.clone(),
         }
     }
 
@@ -147,5 +146,13 @@ pub fn redact(url: &str) -> String {
             }
         }
         _ => url.to_string(),
+    }
+}
+
+/// The writer's lease, shown read only to status.
+#[async_trait::async_trait]
+impl crate::status::LeaseView for Lease {
+    async fn show(&self) -> Result<crate::store::records::LeaseInfo, String> {
+        Lease::show(self).await.map_err(|e| e.to_string())
     }
 }

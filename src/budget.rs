@@ -14,11 +14,12 @@
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use chrono::{DateTime, Days, TimeZone, Utc};
-use chrono_tz::Europe::Prague;
+use chrono::Utc;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 use crate::source::{Gate, GateError, Operation};
+/// The budget's day and usage, as the store records them (status reads them there).
+pub use crate::store::records::{BudgetUsage, next_reset, prague_day};
 use crate::store::{DbTake, Store};
 
 /// The margin added to the register's one-minute window by default: a request reaches
@@ -35,36 +36,6 @@ pub struct Budget {
     limiter: DefaultDirectRateLimiter,
     /// How long `acquire` may wait for the minute window before refusing.
     max_wait: Duration,
-}
-
-/// Today's usage.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct BudgetUsage {
-    pub day: String,
-    pub used: u64,
-    pub limit: u64,
-    pub left: u64,
-    pub resets_at: String,
-}
-
-/// The Prague calendar day of `t`, as `YYYY-MM-DD`.
-pub fn prague_day(t: DateTime<Utc>) -> String {
-    t.with_timezone(&Prague).format("%Y-%m-%d").to_string()
-}
-
-/// The next Prague midnight after `t`.
-pub fn next_reset(t: DateTime<Utc>) -> DateTime<Utc> {
-    let d = t
-        .with_timezone(&Prague)
-        .date_naive()
-        .checked_add_days(Days::new(1))
-        .unwrap();
-    let midnight = d.and_hms_opt(0, 0, 0).unwrap();
-    Prague
-        .from_local_datetime(&midnight)
-        .earliest()
-        .unwrap_or_else(|| Prague.from_utc_datetime(&midnight))
-        .with_timezone(&Utc)
 }
 
 impl Budget {
@@ -122,16 +93,7 @@ impl Budget {
 
     /// Today's usage, as the durable counter says.
     pub async fn usage(&self) -> anyhow::Result<BudgetUsage> {
-        let now = Utc::now();
-        let day = prague_day(now);
-        let used = self.store.budget_used(&day).await?;
-        Ok(BudgetUsage {
-            day,
-            used,
-            limit: self.daily,
-            left: self.daily.saturating_sub(used),
-            resets_at: next_reset(now).to_rfc3339(),
-        })
+        Ok(self.store.budget_usage(self.daily).await?)
     }
 }
 
@@ -153,19 +115,5 @@ impl Gate for Budget {
                 other => return other,
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    #[test]
-    fn prague_days_and_resets() {
-        let t = Utc.with_ymd_and_hms(2026, 3, 28, 23, 30, 0).unwrap(); // 00:30 in Prague (CET)
-        assert_eq!(prague_day(t), "2026-03-29");
-        // 29 March 2026 is the spring change; the next midnight is 30 March 00:00 CEST.
-        assert_eq!(next_reset(t).to_rfc3339(), "2026-03-29T22:00:00+00:00");
-        let w = Utc.with_ymd_and_hms(2026, 1, 10, 12, 0, 0).unwrap();
-        assert_eq!(next_reset(w).to_rfc3339(), "2026-01-10T23:00:00+00:00");
     }
 }

@@ -158,12 +158,11 @@ pub async fn serve(
     let privacy = crate::store::key::resolve(settings.database.privacy_key_file.as_deref(), &store)
         .await
         .context("the read API masks personal data with the replica's key")?;
-    let (lease, budget, _) = App::lease_and_budget(settings, &store)?;
+    let (lease, _, _) = App::lease_and_budget(settings, &store)?;
     let status = crate::status::StatusSource {
         settings: settings.clone(),
         store: store.clone(),
         lease: std::sync::Arc::new(lease),
-        budget: std::sync::Arc::new(budget),
     };
     let listeners = crate::http::bind(settings).await?;
     let mut state = crate::http::state(settings, store, status).with_privacy(privacy);

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::redis_conn::RedisConn;
+/// Who holds the lease, as status shows it.
+pub use crate::store::records::LeaseInfo;
 use crate::store::{DbLease, Store, StoreError, now_ms};
 
 /// A granted lease.
@@ -29,16 +31,6 @@ pub enum Acquire {
         holder: String,
         expires_at: Option<i64>,
     },
-}
-
-/// Who holds the lease, for status.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct LeaseInfo {
-    pub backend: &'static str,
-    pub holder: Option<String>,
-    pub epoch: Option<i64>,
-    #[serde(serialize_with = "crate::store::rfc3339::opt_ms")]
-    pub expires_at: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -296,24 +288,7 @@ impl Lease {
     /// Who holds the lease.
     pub async fn show(&self) -> Result<LeaseInfo, LeaseError> {
         match &self.backend {
-            Backend::Db { name } => {
-                let r = self.store.lease_show(name).await?;
-                let now = now_ms();
-                Ok(match r {
-                    Some(r) if r.holder.is_some() && r.expires_at > now => LeaseInfo {
-                        backend: "database",
-                        holder: r.holder,
-                        epoch: Some(r.epoch),
-                        expires_at: Some(r.expires_at),
-                    },
-                    r => LeaseInfo {
-                        backend: "database",
-                        holder: None,
-                        epoch: r.map(|r| r.epoch),
-                        expires_at: None,
-                    },
-                })
-            }
+            Backend::Db { name } => Ok(self.store.lease_info(name).await?),
             Backend::Redis {
                 conn,
                 key,

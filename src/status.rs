@@ -9,20 +9,33 @@ use serde::{Serialize, Serializer};
 
 use std::sync::Arc;
 
-use crate::budget::{Budget, BudgetUsage};
 use crate::config::Settings;
-use crate::lease::{Lease, LeaseInfo};
 use crate::store::fmt_ms;
+use crate::store::records::{BudgetUsage, LeaseInfo};
 use crate::store::{Store, TickRecord, WriterState};
 
-/// What status is read from: the store, the lease and the budget, and the settings
-/// (for the ETA and the API's thresholds). Read only.
+/// What status is read from: the store's records (the budget's count among them), the
+/// lease as [`LeaseView`] shows it, and the settings (the daily budget, the ETA, the
+/// API's thresholds). Read only: status never holds the writer's lease or budget.
 #[derive(Clone)]
 pub struct StatusSource {
     pub settings: Settings,
     pub store: Store,
-    pub lease: Arc<Lease>,
-    pub budget: Arc<Budget>,
+    pub lease: Arc<dyn LeaseView>,
+}
+
+/// The lease, shown read only (who holds it, its epoch, until when). The writer's lease
+/// gives this view (wired in `app.rs`); status never takes, renews or releases it.
+#[async_trait::async_trait]
+pub trait LeaseView: Send + Sync {
+    async fn show(&self) -> Result<LeaseInfo, String>;
+}
+
+impl StatusSource {
+    /// Today's budget, as the store's durable count says.
+    pub async fn budget(&self) -> Result<BudgetUsage, crate::store::StoreError> {
+        self.store.budget_usage(self.settings.budget.daily).await
+    }
 }
 
 /// The read API's state as the store tells it.
@@ -220,8 +233,8 @@ pub async fn collect(app: &StatusSource) -> anyhow::Result<Status> {
         quarantined,
         repaired,
         epoch: st.epoch,
-        lease: app.lease.show().await.map_err(|e| e.to_string()),
-        budget: app.budget.usage().await.map_err(|e| e.to_string()),
+        lease: app.lease.show().await,
+        budget: app.budget().await.map_err(|e| e.to_string()),
         head_id: st.head_id,
         head_checked_at: st.head_checked_at.map(fmt_ms),
         lag_ids,

@@ -437,7 +437,7 @@ async fn serves_without_the_writer() {
             store.set_setting("phase", "off").await.is_err(),
             "the read path cannot write"
         );
-        let (lease, budget, _) = isir::app::App::lease_and_budget(&settings, &store).unwrap();
+        let (lease, _, _) = isir::app::App::lease_and_budget(&settings, &store).unwrap();
         let state = isir::read::ReadState::new(
             store.clone(),
             isir::read::ReadOptions {
@@ -450,7 +450,6 @@ async fn serves_without_the_writer() {
             settings: settings.clone(),
             store,
             lease: std::sync::Arc::new(lease),
-            budget: std::sync::Arc::new(budget),
         });
         let (base, tx) = common::serve_api(state).await;
         let api = Api {

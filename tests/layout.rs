@@ -413,6 +413,12 @@ fn imports_go_only_the_ways_the_codemap_allows() {
         "privacy.rs",
         &["crate::store", "crate::lease", "crate::poller"],
     );
+    // What an operator sees is read from the store's records (and the lease through a
+    // read-only view): status never imports the writer's lease, budget or poller.
+    never_imports(
+        "status.rs",
+        &["crate::lease", "crate::budget", "crate::poller"],
+    );
     never_imports("source", &["crate::store", "crate::poller"]);
     never_imports(
         "watchlist",

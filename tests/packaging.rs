@@ -726,3 +726,63 @@ fn readme_duckdb_recipe_loads_httpfs_and_shows_refusals() {
         "the offline recipe reads the export it writes"
     );
 }
+
+/// The README leads with what the project is and its two commands, then a table of
+/// contents that links every document of the repository (each under docs/ and its
+/// runbooks, and ARCHITECTURE.md), each link to a file that exists, and each README
+/// section it names by anchor to a heading that exists.
+#[test]
+fn readme_leads_with_the_two_commands_then_links_every_document() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let headings: Vec<&str> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .collect();
+    assert_eq!(
+        &headings[..2],
+        &["The two commands", "Contents"],
+        "the README's first sections"
+    );
+    let contents = readme
+        .split("## Contents\n")
+        .nth(1)
+        .and_then(|r| r.split("\n## ").next())
+        .unwrap();
+    let mut documents = vec!["ARCHITECTURE.md".to_string()];
+    for dir in ["docs", "docs/runbooks"] {
+        for e in std::fs::read_dir(root.join(dir)).unwrap() {
+            let name = e.unwrap().file_name().to_string_lossy().to_string();
+            if name.ends_with(".md") {
+                documents.push(if dir == "docs" {
+                    format!("docs/{name}")
+                } else {
+                    "docs/runbooks/".to_string()
+                });
+            }
+        }
+    }
+    for d in &documents {
+        assert!(
+            contents.contains(&format!("]({d})")),
+            "the README's contents do not link {d}"
+        );
+    }
+    // Every link in the contents leads somewhere.
+    let anchor = |h: &str| {
+        h.to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect::<String>()
+    };
+    let anchors: Vec<String> = headings.iter().map(|h| anchor(h)).collect();
+    for link in contents.split("](").skip(1) {
+        let target = &link[..link.find(')').unwrap()];
+        if let Some(a) = target.strip_prefix('#') {
+            assert!(anchors.iter().any(|x| x == a), "no README section #{a}");
+        } else {
+            assert!(root.join(target).exists(), "{target} does not exist");
+        }
+    }
+}

@@ -58,7 +58,7 @@ pub(crate) async fn metrics_text(State(state): State<ReadState>) -> Response {
         if let Ok(Some(at)) = src.store.last_successful_tick().await {
             metrics::gauge!("isir_last_successful_tick_timestamp_seconds").set(at as f64 / 1000.0);
         }
-        if let Ok(b) = src.budget.usage().await {
+        if let Ok(b) = src.budget().await {
             metrics::gauge!("isir_budget_used_requests").set(b.used as f64);
             metrics::gauge!("isir_budget_remaining_requests").set(b.left as f64);
         }

@@ -26,6 +26,13 @@ async fn probe(bind: &str) -> Option<Option<String>> {
     if !r.status().is_success() {
         return None;
     }
-    let body: serde_json::Value = r.json().await.unwrap_or_default();
+    // Bytes, not `Response::json`: that needs reqwest's `json` feature, which only the
+    // tests' build has (the binary's build would not compile).
+    let body: serde_json::Value = r
+        .bytes()
+        .await
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
     Some(body["replica"].as_str().map(str::to_owned))
 }

@@ -48,6 +48,7 @@ pub mod files;
 pub mod key;
 pub mod pgread;
 pub mod quarantine;
+pub mod records;
 pub mod roles;
 pub mod sql;
 pub use db::*;
