@@ -219,4 +219,65 @@ mod tests {
             "{later}: {d:?}"
         );
     }
+
+    /// A receiver that cannot be reached and one that never answers are told apart
+    /// (the list's last error says which, for the operator): a closed port is "cannot
+    /// reach", a listener that accepts and stays silent is "no answer within".
+    #[tokio::test]
+    async fn a_refused_connection_and_a_silent_receiver_say_what_happened() {
+        let policy = Policy {
+            allow_private: true,
+            allow_http_with_birth_numbers: false,
+            proxy: None,
+        };
+        let sender = Sender::new(&policy, Duration::from_secs(2)).unwrap();
+        let secrets = [super::super::new_secret()];
+        // A port nobody listens on: bound, then closed.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let url = format!("http://127.0.0.1:{port}/hook");
+        let a = sender
+            .attempt(
+                &url,
+                false,
+                &secrets,
+                "msg_1",
+                b"{}",
+                Duration::from_secs(2),
+            )
+            .await;
+        let Attempt::Failed { error, .. } = a else {
+            panic!("{a:?}")
+        };
+        assert!(error.starts_with("cannot reach the receiver"), "{error}");
+        assert!(
+            !error.contains(&url),
+            "the URL stays out of the error: {error}"
+        );
+        // A listener that accepts and never answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", silent.local_addr().unwrap());
+        let keep = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((c, _)) = silent.accept().await {
+                held.push(c);
+            }
+        });
+        let a = sender
+            .attempt(
+                &url,
+                false,
+                &secrets,
+                "msg_2",
+                b"{}",
+                Duration::from_millis(300),
+            )
+            .await;
+        keep.abort();
+        let Attempt::Failed { error, .. } = a else {
+            panic!("{a:?}")
+        };
+        assert_eq!(error, "no answer within 0.3 s");
+    }
 }
