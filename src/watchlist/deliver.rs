@@ -250,7 +250,9 @@ mod tests {
         let Attempt::Failed { error, .. } = a else {
             panic!("{a:?}")
         };
-        assert!(error.starts_with("cannot reach the receiver"), "{error}");
+        assert!(error.starts_with("cannot reach the receiver: "), "{error}");
+        // The cause, from the error's whole chain (the OS's "Connection refused").
+        assert!(error.to_lowercase().contains("refused"), "{error}");
         assert!(
             !error.contains(&url),
             "the URL stays out of the error: {error}"
