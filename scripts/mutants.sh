@@ -40,7 +40,7 @@ entries    | src/watchlist/entries.rs  | --lib --test watchlists                
 deliver    | src/watchlist/deliver.rs  | --lib --test watchlists                            |
 purge      | src/export/purge.rs       | --lib --test privacy --test secrets                | erasure_reaches_kept_exports purge_touches_only_its_own the_purge_never export::
 limit      | src/read/limit.rs         | --lib --test limits --test api                     |
-parse      | src/source/parse.rs       | --lib --test parser --test roundtrip --test spoiled |
+parse      | src/source/parse/*.rs     | --lib --test parser --test roundtrip --test spoiled |
 '
 
 known() { echo "$TABLE" | awk -F'|' 'NF==4 {gsub(/ /,"",$1); print $1}'; }
