@@ -193,3 +193,37 @@ pub async fn page(state: &ReadState, plans: Plans) -> Result<Tx, Problem> {
         _ => many(state).await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Error, ErrorKind};
+
+    /// What a failed read answers, by the failure (the statuses of docs: a lost
+    /// connection and a full pool pass, 503 with `Retry-After`; anything unknown is ours,
+    /// a 500 without one).
+    #[test]
+    fn a_lost_connection_is_a_503_and_anything_else_a_500() {
+        for kind in [
+            ErrorKind::ConnectionRefused,
+            ErrorKind::ConnectionReset,
+            ErrorKind::BrokenPipe,
+            ErrorKind::UnexpectedEof,
+        ] {
+            let p = problem(sqlx::Error::Io(Error::new(kind, "gone")));
+            assert_eq!((p.status, p.retry_after), (503, Some(1)), "{kind:?}");
+        }
+        let p = problem(sqlx::Error::Io(Error::new(ErrorKind::TimedOut, "slow")));
+        assert_eq!((p.status, p.retry_after), (503, Some(5)));
+        let p = problem(sqlx::Error::PoolTimedOut);
+        assert_eq!((p.status, p.retry_after), (503, Some(1)));
+        for e in [
+            sqlx::Error::Io(Error::new(ErrorKind::PermissionDenied, "no")),
+            sqlx::Error::Protocol("unexpected message".into()),
+            sqlx::Error::RowNotFound,
+        ] {
+            let p = problem(e);
+            assert_eq!((p.status, p.retry_after), (500, None), "{}", p.detail);
+        }
+    }
+}
