@@ -50,8 +50,13 @@ pub fn init(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ISIR_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=error"));
+    // Colours only on a terminal (and not under NO_COLOR): a log written to a file or a
+    // pipe carries no escape codes.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(Stderr);
     let _ = match format {
         LogFormat::Text => b.try_init(),

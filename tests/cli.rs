@@ -185,7 +185,8 @@ async fn state_commands_print_json_and_exit_codes_mean_one_thing() {
     assert_eq!(run(&["poll"]).status.code(), Some(2));
 }
 
-#[tokio::test]
+// Two workers: the commands run blocking while the simulator answers on the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_logs_and_a_request_line_without_query_values() {
     let db = common::fresh_db(Backend::Sqlite).await;
     let url = db.url.clone();
@@ -207,6 +208,40 @@ async fn json_logs_and_a_request_line_without_query_values() {
         .unwrap_or_else(|| panic!("{lines:?}"));
     assert_eq!(changed["to"], "serve");
     assert_eq!(changed["level"], "WARN");
+    // In text, to a pipe (as to a file): no terminal colour codes.
+    let o = isir(&url, &["phase", "set", "off", "--force"], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success() && err.contains("phase changed"), "{err}");
+    assert!(
+        !err.contains('\x1b'),
+        "escape codes in a piped log: {err:?}"
+    );
+
+    // A tick's line gives its checkpoint and the source's head as numbers, not Rust's
+    // `Some(…)`.
+    let (sim, src, _g) = common::sim(1_500, 1000, 7).await;
+    let last = sim.truth_all().last().unwrap().id;
+    assert!(
+        isir(&url, &["phase", "set", "ingest", "--force"], &[])
+            .status
+            .success()
+    );
+    let o = isir(
+        &url,
+        &["poll", "--once"],
+        &[
+            ("ISIR_LOG__FORMAT", "json"),
+            ("ISIR_SOURCE__URL", src.as_str()),
+        ],
+    );
+    let text = String::from_utf8_lossy(&o.stderr);
+    let tick = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|l| l["message"] == "tick")
+        .unwrap_or_else(|| panic!("no tick line:\n{text}"));
+    assert_eq!(tick["checkpoint"], last, "{tick}");
+    assert_eq!(tick["head"], last, "{tick}");
 
     // `isir serve` logs one line a request: route template, status, never the values.
     let dir = tempfile::tempdir().unwrap();

@@ -43,9 +43,15 @@ pub(super) fn log(t: &Tick) {
     match o {
         TickOutcome::CaughtUp | TickOutcome::BatchLimit | TickOutcome::Interrupted => {
             tracing::info!(
-                outcome = o.name(), pages = t.pages, actions = t.actions, requests = t.requests,
-                quarantined = t.quarantined, repaired = t.repaired,
-                checkpoint = ?t.checkpoint, head = ?t.head, "tick"
+                outcome = o.name(),
+                pages = t.pages,
+                actions = t.actions,
+                requests = t.requests,
+                quarantined = t.quarantined,
+                repaired = t.repaired,
+                checkpoint = t.checkpoint,
+                head = t.head,
+                "tick"
             )
         }
         TickOutcome::LeaseNotHeld { holder, until } => {
@@ -64,7 +70,7 @@ pub(super) fn log(t: &Tick) {
         }
         other => tracing::warn!(
             outcome = other.name(), detail = ?other, pages = t.pages, actions = t.actions,
-            requests = t.requests, checkpoint = ?t.checkpoint, "tick stopped"
+            requests = t.requests, checkpoint = t.checkpoint, "tick stopped"
         ),
     }
 }
