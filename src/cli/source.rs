@@ -97,7 +97,7 @@ pub async fn sim(args: SimArgs) -> anyhow::Result<Exit> {
         .with_context(|| format!("binding {}:{}", args.bind, args.port))?;
     let addr = listener.local_addr()?;
     let sim = Simulator::new(opts);
-    tracing::info!(url = %format!("http://{addr}{}", crate::sim::SERVICE_PATH), head = ?sim.head_id(), "simulator listening");
+    tracing::info!(url = %format!("http://{addr}{}", crate::sim::SERVICE_PATH), head = sim.head_id(), "simulator listening");
     let mut rx = crate::daemon::shutdown_signal("the current page");
     sim.serve(listener, async move {
         let _ = rx.wait_for(|v| *v).await;

@@ -55,7 +55,7 @@ pub(super) fn log(t: &Tick) {
             )
         }
         TickOutcome::LeaseNotHeld { holder, until } => {
-            tracing::info!(outcome = o.name(), %holder, until = ?until.map(fmt_ms), "tick skipped: lease held elsewhere")
+            tracing::info!(outcome = o.name(), %holder, until = until.map(fmt_ms).as_deref(), "tick skipped: lease held elsewhere")
         }
         TickOutcome::SourceBehind { head, checkpoint } => tracing::warn!(
             outcome = o.name(),
@@ -84,12 +84,16 @@ pub(super) fn note_spoiled(page: &Page, t: &mut Tick) {
             t.repaired += 1;
             metrics::counter!("isir_source_records_repaired_total", "reason" => reason)
                 .increment(1);
-            tracing::info!(action_id = ?s.id, reason, "record repaired and stored; its bytes as received are kept");
+            tracing::info!(
+                action_id = s.id,
+                reason,
+                "record repaired and stored; its bytes as received are kept"
+            );
         } else {
             t.quarantined += 1;
             metrics::counter!("isir_source_records_quarantined_total", "reason" => reason)
                 .increment(1);
-            tracing::warn!(action_id = ?s.id, reason, detail = %s.detail, "record held back in the quarantine");
+            tracing::warn!(action_id = s.id, reason, detail = %s.detail, "record held back in the quarantine");
         }
     }
 }
