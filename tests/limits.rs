@@ -878,3 +878,66 @@ async fn the_rate_limit_keys_on_the_client_a_trusted_proxy_names() {
         }
     }
 }
+
+/// A statement of some tens of milliseconds: under the limit alone, past it only when
+/// it starts after the deadline.
+const SHORT: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) \
+                     SELECT CAST(COUNT(*) AS TEXT) FROM c";
+
+/// A long read (a whole-result stream runs a statement a page) gets the full limit again
+/// before each statement (`limit::rearm`): once the limit armed at its start has passed,
+/// a rearmed connection runs its next statement to the end, and one not rearmed is
+/// stopped. Each kind of limited SQLite read connection: a snapshot (`begin`), a direct
+/// connection on the file (`single`, `many`). (A pooled connection without a
+/// transaction exists only on a store without a file, which the read side does not
+/// limit.)
+#[tokio::test]
+async fn a_long_read_gets_the_full_limit_again_for_each_statement() {
+    let (file, _db) = store(Backend::Sqlite).await;
+    let opts = || isir::read::ReadOptions {
+        statement_timeout: Duration::from_millis(300),
+        max_connections: 1,
+        acquire_timeout: Duration::from_millis(2_000),
+        ..Default::default()
+    };
+    let on_file = isir::read::ReadState::new(file.clone(), opts());
+    for (state, how, kind) in [
+        (&on_file, "begin", "sqlite"),
+        (&on_file, "single", "direct"),
+        (&on_file, "many", "direct"),
+    ] {
+        for rearm in [true, false] {
+            let mut tx = match how {
+                "begin" => isir::read::limit::begin(state).await,
+                "single" => isir::read::limit::single(state, Plans::Kept).await,
+                _ => isir::read::limit::many(state).await,
+            }
+            .unwrap_or_else(|p| panic!("{kind} {how}: {p:?}"));
+            let shape = match &tx {
+                Tx::Sqlite(_) => "sqlite",
+                Tx::SqliteSingle(_) => "sqlite single",
+                Tx::Direct(_) => "direct",
+                _ => "other",
+            };
+            assert_eq!(shape, kind, "{how}");
+            // The first page within the limit, then a pause past it (the client reads
+            // slowly), then the next page's statement.
+            assert_eq!(tx.texts(SHORT, &[]).await.unwrap(), ["300000"]);
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            if rearm {
+                isir::read::limit::rearm(state, &mut tx).await.unwrap();
+                assert_eq!(
+                    tx.texts(SHORT, &[]).await.unwrap(),
+                    ["300000"],
+                    "{kind}: a rearmed read"
+                );
+            } else {
+                let e = tx.texts(SHORT, &[]).await.unwrap_err();
+                assert!(
+                    isir::read::limit::timed_out(&e),
+                    "{kind}: a read past its limit: {e}"
+                );
+            }
+        }
+    }
+}

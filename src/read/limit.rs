@@ -217,13 +217,55 @@ mod tests {
         assert_eq!((p.status, p.retry_after), (503, Some(5)));
         let p = problem(sqlx::Error::PoolTimedOut);
         assert_eq!((p.status, p.retry_after), (503, Some(1)));
+        // PostgreSQL ending the session (SQLSTATE from its appendix A): admin_shutdown,
+        // crash_shutdown, cannot_connect_now, a connection exception.
+        for code in ["57P01", "57P02", "57P03", "08006"] {
+            let p = problem(pg(code));
+            assert_eq!((p.status, p.retry_after), (503, Some(1)), "{code}");
+        }
         for e in [
             sqlx::Error::Io(Error::new(ErrorKind::PermissionDenied, "no")),
             sqlx::Error::Protocol("unexpected message".into()),
             sqlx::Error::RowNotFound,
+            // unique_violation, syntax_error: ours.
+            pg("23505"),
+            pg("42601"),
         ] {
             let p = problem(e);
             assert_eq!((p.status, p.retry_after), (500, None), "{}", p.detail);
         }
+    }
+
+    /// A database error with this SQLSTATE.
+    fn pg(code: &'static str) -> sqlx::Error {
+        #[derive(Debug)]
+        struct Db(&'static str);
+        impl std::fmt::Display for Db {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "error {}", self.0)
+            }
+        }
+        impl std::error::Error for Db {}
+        impl sqlx::error::DatabaseError for Db {
+            fn message(&self) -> &str {
+                "a database error"
+            }
+            fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+                Some(self.0.into())
+            }
+            fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+                self
+            }
+            fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+                self
+            }
+            fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+                self
+            }
+            fn kind(&self) -> sqlx::error::ErrorKind {
+                sqlx::error::ErrorKind::Other
+            }
+        }
+        sqlx::Error::Database(Box::new(Db(code)))
     }
 }
