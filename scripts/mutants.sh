@@ -36,7 +36,7 @@ privacy    | src/privacy.rs            | --lib --test privacy                   
 checkpoint | src/checkpoint.rs         | --lib --test ingest --test outage                  |
 budget     | src/budget.rs             | --lib --test ingest                                |
 lease      | src/lease.rs              | --lib --test ingest                                |
-entries    | src/watchlist/entries.rs  | --lib --test watchlists                            |
+entries    | src/watchlist/entries.rs  | --lib --test watchlists                            | watchlist:: entries_are_validated
 deliver    | src/watchlist/deliver.rs  | --lib --test watchlists                            |
 purge      | src/export/purge.rs       | --lib --test privacy --test secrets                | erasure_reaches_kept_exports purge_touches_only_its_own the_purge_never export::
 limit      | src/read/limit.rs         | --lib --test limits --test api                     |
