@@ -68,8 +68,9 @@ pub fn ico(s: &str) -> Result<String, String> {
 
 /// A birth number (rodné číslo) in its form: `YYMMDD/XXXX` (since 1954) or `YYMMDD/XXX`
 /// (before), slash optional; month 1–12, +50 for women, +20 or +70 when the day's numbers
-/// ran out (since 2004); a valid day; ten digits divisible by 11 (or the first nine
-/// giving 10 with a last digit of 0).
+/// ran out (since 2004); a day of that month in that year (nine digits: 19YY; ten:
+/// 1954–2053); ten digits divisible by 11 (or the first nine giving 10 with a last digit
+/// of 0).
 pub fn rc(s: &str) -> Result<String, String> {
     let t = s.trim();
     let digits: String = t.chars().filter(|c| *c != '/').collect();
@@ -92,8 +93,19 @@ pub fn rc(s: &str) -> Result<String, String> {
         71..=82 => mm - 70,
         _ => 0,
     };
-    if month == 0 || dd == 0 || dd > 31 {
+    // Nine digits: born before 1954; ten: 1954 to 2053.
+    let year = if digits.len() == 9 || yy >= 54 {
+        1900 + yy
+    } else {
+        2000 + yy
+    };
+    if month == 0 || chrono::NaiveDate::from_ymd_opt(year as i32, month, dd).is_none() {
         return Err(format!("birth number {t:?} has no valid date"));
+    }
+    if mm > 20 && !(51..=62).contains(&mm) && year < 2004 {
+        return Err(format!(
+            "birth number {t:?} has a month raised by 20 or 70, which only numbers since 2004 have"
+        ));
     }
     if digits.len() == 9 {
         if yy >= 54 {
@@ -337,6 +349,26 @@ mod tests {
         assert!(rc("736000/0000").unwrap_err().contains("date"));
         assert!(rc("73602/85163").is_err());
         assert!(rc("abc").is_err());
+        // Only digits, also in the nine of before 1954.
+        assert!(rc("450101/12A").unwrap_err().contains("form"));
+        assert!(rc("736028/516A").unwrap_err().contains("form"));
+        // Since 2004, +20 (men) and +70 (women) when a day's numbers ran out; the ten
+        // digits divisible by 11 worked by hand: 0421010007 = 11 * 38273637.
+        assert_eq!(rc("042101/0007").unwrap(), "042101/0007");
+        assert_eq!(rc("047101/0001").unwrap(), "047101/0001");
+        assert_eq!(rc("040229/0009").unwrap(), "040229/0009"); // 2004 is a leap year
+        // A day its month does not have, in any form of the month.
+        assert!(rc("050229/0008").unwrap_err().contains("date")); // 2005 is not
+        assert!(rc("730231/0004").unwrap_err().contains("date"));
+        assert!(rc("042230/0010").unwrap_err().contains("date"));
+        assert!(rc("047230/0004").unwrap_err().contains("date"));
+        assert!(rc("735230/0010").unwrap_err().contains("date")); // a woman's 30 February
+        // Until 1985 a number whose first nine digits leave 10 by 11 ended in 0, and is
+        // not divisible by 11: 600101006 = 11 * 54554636 + 10.
+        assert_eq!(rc("600101/0060").unwrap(), "600101/0060");
+        assert!(rc("600101/0061").unwrap_err().contains("check digit"));
+        // +20 before 2004 was never given.
+        assert!(rc("902101/0009").unwrap_err().contains("since 2004"));
     }
 
     #[test]
