@@ -2,7 +2,7 @@
 //! the handlers' `#[utoipa::path]` annotations, the parameter structs of
 //! [`super::params`] and the projection documents' `ToSchema` derives.
 //!
-//! Assembles the document only: the answers' schemas are [`super::schema`]'s, the
+//! Assembles the document only: the answers' schemas are `api::schema`'s, the
 //! operations the handlers'. Serves it at `/openapi.json`. Never describes a route that
 //! is not served.
 
