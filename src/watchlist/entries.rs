@@ -151,10 +151,13 @@ pub fn case(s: &str) -> Result<String, String> {
         .strip_prefix("INS ")
         .and_then(|r| r.split_once('/'))
         .is_some_and(|(n, y)| {
-            n.parse::<u32>().is_ok_and(|n| n > 0)
-                && y.len() == 4
-                && y.parse::<u32>().is_ok_and(|y| (2008..=2100).contains(&y))
+            // Digits only (no sign), no leading zero; a year of the register (2008 on).
+            (1..=9).contains(&n.len())
+                && n.bytes().all(|b| b.is_ascii_digit())
                 && !n.starts_with('0')
+                && y.len() == 4
+                && y.bytes().all(|b| b.is_ascii_digit())
+                && y.parse::<u32>().is_ok_and(|y| (2008..=2100).contains(&y))
         });
     if !ok {
         return Err(format!(
@@ -383,6 +386,16 @@ mod tests {
         assert!(case("ksph 36 INS 4711/2026").is_err());
         assert!(case("KSPH INS 4711/2026").is_err());
         assert!(case("KSPH 36 X INS 4711/2026").is_err());
+        // Digits only, and years of the register.
+        assert!(case("INS +5/2026").is_err());
+        assert!(case("INS +0/2026").is_err());
+        assert!(case("INS 5/+202").is_err());
+        assert_eq!(case("INS 1/2008").unwrap(), "INS 1/2008");
+        assert_eq!(case("INS 999999999/2100").unwrap(), "INS 999999999/2100");
+        assert!(case("INS 4711/2007").is_err());
+        assert!(case("INS 4711/2101").is_err());
+        assert!(case("INS 4711/").is_err());
+        assert!(case("INS /2026").is_err());
     }
 
     /// A file as a Czech Excel saves it: Windows-1250, `;` between cells, headers in
@@ -428,6 +441,14 @@ mod tests {
         assert_eq!(e.len(), 1, "{e:?}");
         assert_eq!(e[0].line, 3);
         assert!(e[0].error.contains("check digit"), "{e:?}");
+        // A `,` or `;` inside a quoted header cell does not count towards the delimiter.
+        let quoted = "\"Firma, s.r.o., Praha\";IČO\nx;25596641\n";
+        let one: BTreeSet<Entry> = [Entry {
+            kind: Kind::Ico,
+            key: "25596641".into(),
+        }]
+        .into();
+        assert_eq!(from_csv(quoted.as_bytes()).unwrap(), one);
         // A header of none of them says what it found.
         let e = from_csv("Název;Město\nx;y\n".as_bytes()).unwrap_err();
         assert!(e[0].error.contains("\"Název\""), "{e:?}");
