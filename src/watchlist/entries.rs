@@ -449,6 +449,14 @@ mod tests {
         }]
         .into();
         assert_eq!(from_csv(quoted.as_bytes()).unwrap(), one);
+        for text in [
+            "IČO,\"Firma; a; b\"\n25596641,x\n",
+            "IČO,\"Firma\ta\tb\"\n25596641,x\n",
+            // The most frequent outside quotes wins: two `,` over one `;`.
+            "IČO,Název,Pozn. a;b\n25596641,x,y\n",
+        ] {
+            assert_eq!(from_csv(text.as_bytes()).unwrap(), one, "{text:?}");
+        }
         // A header of none of them says what it found.
         let e = from_csv("Název;Město\nx;y\n".as_bytes()).unwrap_err();
         assert!(e[0].error.contains("\"Název\""), "{e:?}");
