@@ -40,6 +40,8 @@ const FIRST_OF: &[(&str, &str)] = &[("debtor.", "debtors")];
 /// The columns of a list's length: `debtor_count` is how many `debtors` a case has.
 const COUNT_OF: &[(&str, &str)] = &[("debtor_count", "debtors")];
 
+/// The columns of an event as served (API lists, streams, the events export): the
+/// timeline's columns ([`super::TIMELINE_COLUMNS`]) without `source_type_name`.
 pub const EVENT_COLUMNS: &[&str] = &[
     "action_id",
     "case_number",
@@ -355,26 +357,29 @@ mod flat {
                 }
             }
             for (i, c) in self.cols.iter().enumerate() {
-                if self.prefix.is_empty()
-                    && (super::COUNT_OF.iter().any(|(x, _)| x == c)
-                        || super::FIRST_OF.iter().any(|(p, _)| c.starts_with(p)))
-                {
-                    // Read from their list, never from a key of their own name.
-                    continue;
-                }
                 let Some(rest) = c.strip_prefix(self.prefix) else {
                     continue;
                 };
-                if rest == k && !rest.contains('.') {
-                    return Ok(Target::Col(i));
-                }
-                if self.prefix.is_empty()
+                let hit = if rest == k && !rest.contains('.') {
+                    Target::Col(i)
+                } else if self.prefix.is_empty()
                     && rest.len() > k.len()
                     && rest.starts_with(k)
                     && rest.as_bytes()[k.len()] == b'.'
                 {
-                    return Ok(Target::Nested(&c[..k.len() + 1]));
+                    Target::Nested(&c[..k.len() + 1])
+                } else {
+                    continue;
+                };
+                // A column read from a list, never from a key of its own name (checked
+                // only for a key that would fill it: this runs for every key of a row).
+                if self.prefix.is_empty()
+                    && (super::COUNT_OF.iter().any(|(x, _)| x == c)
+                        || super::FIRST_OF.iter().any(|(p, _)| c.starts_with(p)))
+                {
+                    continue;
                 }
+                return Ok(hit);
             }
             Ok(Target::Skip)
         }
