@@ -8,8 +8,8 @@
 #
 # Needs cargo-mutants (`cargo install cargo-mutants --locked`), and PostgreSQL and Redis
 # as for scripts/test.sh (it starts neither; ISIR_TEST_PG and ISIR_TEST_REDIS as there).
-# Results go to mutants.out/<module>/mutants.out/ (caught.txt, missed.txt, unviable.txt,
-# timeout.txt, outcomes.json).
+# Results go to mutants.out/<module>/mutants.out/ (mutants.out/<module>-KofN/ for a
+# shard): caught.txt, missed.txt, unviable.txt, timeout.txt, outcomes.json.
 #
 # Environment:
 #   MUTANTS_IN_PLACE=1    mutate this tree in place (a scratch worktree of your own, with
@@ -18,6 +18,8 @@
 #   MUTANTS_TIMEOUT=S     the longest a test run may take before the mutant counts as
 #                         timed out (default: cargo-mutants' own, from the baseline).
 #   MUTANTS_ITERATE=1     skip the mutants an earlier run already caught.
+#   MUTANTS_SHARD=K/N     only the K-th of N parts of each module's mutants (K from 0),
+#                         so that a long module can be run over several sittings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,6 +59,13 @@ args=()
 if [ "${MUTANTS_IN_PLACE:-}" = 1 ]; then args+=(--in-place); else args+=(--copy-target true); fi
 if [ -n "${MUTANTS_TIMEOUT:-}" ]; then args+=(--timeout "$MUTANTS_TIMEOUT"); fi
 if [ "${MUTANTS_ITERATE:-}" = 1 ]; then args+=(--iterate); fi
+if [ -n "${MUTANTS_SHARD:-}" ]; then
+    if ! [[ "$MUTANTS_SHARD" =~ ^[0-9]+/[1-9][0-9]*$ ]]; then
+        echo "mutants.sh: MUTANTS_SHARD must be K/N (K from 0 to N-1), not '$MUTANTS_SHARD'" >&2
+        exit 2
+    fi
+    args+=(--shard "$MUTANTS_SHARD")
+fi
 
 status=0
 for m in "$@"; do
@@ -65,7 +74,9 @@ for m in "$@"; do
     read -r -a tests <<<"$(echo "$line" | awk -F'|' '{print $3}')"
     read -r -a only <<<"$(echo "$line" | awk -F'|' '{print $4}')"
     echo "== $m: $file with ${tests[*]}${only[*]:+ (only ${only[*]})}"
-    mkdir -p "mutants.out/$m"
+    out="mutants.out/$m"
+    if [ -n "${MUTANTS_SHARD:-}" ]; then out="$out-${MUTANTS_SHARD%/*}of${MUTANTS_SHARD#*/}"; fi
+    mkdir -p "$out"
     # cargo-mutants exits 2 when a mutant was missed, 3 on a timeout: go on with the
     # next module and report at the end.
     # The targets go to every cargo invocation (the build of each mutant too, which
@@ -76,7 +87,7 @@ for m in "$@"; do
         targets+=("--cargo-test-arg=--")
         for o in "${only[@]}"; do targets+=("--cargo-test-arg=$o"); done
     fi
-    cargo mutants "${args[@]}" --no-shuffle -f "$file" -o "mutants.out/$m" "${targets[@]}" || status=$?
+    cargo mutants "${args[@]}" --no-shuffle -f "$file" -o "$out" "${targets[@]}" || status=$?
 done
 echo "mutants.sh: results under mutants.out/<module>/mutants.out/ (missed.txt is what a test must kill)"
 exit "$status"
