@@ -161,15 +161,18 @@ for l in sys.stdin:
 }
 
 # The API's statements for a first page of a name search on PostgreSQL
-# (`read::search`), `;`-separated, for pgbench: the exact names `$2` newest first; the
-# other matches with the words' array `$1` among the 10 000 newest persons (`WINDOW`);
-# the older ones by the prefix terms' index (the API skips the last when the window
-# fills the page); each page's documents joined.
+# (`read::search`), as a pgbench script: `$1` a statement that picks a text's values
+# `exact` (its exact key) and `w` (its words, a `TEXT[]`), stored by `\gset`; then the
+# exact names newest first, and the other matches by a walk of the longest word's term
+# in the term table newest first, the other word probed by the same key (texts of two
+# words of 2-4 letters: each its own term, none rechecked); each page's documents
+# joined. The values are binds, as the API sends them; run it with custom plans
+# (`PGOPTIONS='-c plan_cache_mode=force_custom_plan'`), as the API plans a search.
 pg_search_sql() {
     local page="SELECT h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.latest DESC"
-    local terms="string_to_array(n.terms, ' ') @> $1 AND n.exact <> $2"
     local pick="WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM"
-    echo "$pick names n WHERE n.exact = $2 ORDER BY n.latest DESC LIMIT 51) $page;
-$pick (SELECT * FROM names ORDER BY latest DESC LIMIT 10000) n WHERE $terms ORDER BY n.latest DESC LIMIT 51) $page;
-$pick names n WHERE $terms AND n.latest < (SELECT MIN(latest) FROM (SELECT latest FROM names ORDER BY latest DESC LIMIT 10000) w HAVING COUNT(*) = 10000) ORDER BY n.latest + 0 DESC LIMIT 51) $page"
+    local long="length(w[2]) > length(w[1])"
+    echo "SELECT exact, CASE WHEN $long THEN w[2] ELSE w[1] END AS walk, COALESCE(CASE WHEN $long THEN w[1] ELSE w[2] END, w[1]) AS probe FROM ($1) v \gset
+$pick names n WHERE n.exact = :exact ORDER BY n.latest DESC LIMIT 51) $page;
+$pick name_terms t JOIN names n ON n.latest = t.latest WHERE t.term = :walk AND EXISTS (SELECT 1 FROM name_terms x WHERE x.term = :probe AND x.latest = t.latest) AND n.exact <> :exact ORDER BY t.latest DESC LIMIT 51) $page"
 }

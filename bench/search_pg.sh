@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Name search on PostgreSQL at the scale of a SQLite API fixture, without the whole
 # PostgreSQL copy (#20): the fixture's persons, name index and cases are copied into a
-# PostgreSQL database (this release's `names` form, the same rows the parties builder
-# writes), and pgbench runs
-#   - this release's statements (the exact names, then the other matches by their
-#     prefix terms, from a window of the newest persons and beyond it, each newest first
-#     by the person's latest action: what `/v1/search` runs for a page of texts whose
-#     words are 2-4 letters),
-#   - the release before's (the other matches by `tsvector` prefixes), and
+# PostgreSQL database (the same rows the parties builder writes), and pgbench runs
+#   - this release's statements (the exact names, then the other matches by a walk of
+#     the term table, newest first by the person's latest action: what `/v1/search`
+#     runs for a page of texts whose words are 2-4 letters), with terms of 2-6 letters
+#     and, to compare, 2-8,
+#   - the release before's (the other matches from a window of the newest persons by
+#     their prefix terms' array, and beyond it by the terms' GIN index),
+#   - the one before that (the other matches by `tsvector` prefixes), and
 #   - the one statement of the release before that (every match ranked by its case's
 #     latest action, joined to the case),
 # each prepared, with the texts `bench/lists.sh` uses (a surname's first four letters
@@ -93,8 +94,40 @@ run() { # $1 label, $2 script
     printf "%-44s %8.1f tps  (average latency %s ms)\n" "$1" "${tps:-0}" "$lat"
 }
 echo "pgbench: $CONN clients, 2 threads, $DUR s, prepared; $(nproc) cores shared with PostgreSQL"
-# (This release's: `pg_search_sql`, all three statements, as for a rare text.)
-run "this release: exact, window, beyond" "$(pg_search_sql "(SELECT arr FROM bench_t WHERE i = :i)" "$E");"
-run "the release before: exact tier + tsvector tier" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
+# The release before this one's (`3e86054`..`46deec9`): the exact names, then the
+# other matches among the 10 000 newest persons by their prefix terms' array, then older
+# ones by the terms' GIN index, each page's documents joined (all three, as for a rare
+# text).
+A="(SELECT arr FROM bench_t WHERE i = :i)"
+OLDPICK="WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM"
+OLDTERMS="string_to_array(n.terms, ' ') @> $A AND n.exact <> $E"
+run "the release before: exact, window, beyond" "$OLDPICK names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
+$OLDPICK (SELECT * FROM names ORDER BY latest DESC LIMIT 10000) n WHERE $OLDTERMS ORDER BY n.latest DESC LIMIT 51) $PAGE;
+$OLDPICK names n WHERE $OLDTERMS AND n.latest < (SELECT MIN(latest) FROM (SELECT latest FROM names ORDER BY latest DESC LIMIT 10000) w HAVING COUNT(*) = 10000) ORDER BY n.latest + 0 DESC LIMIT 51) $PAGE;"
+run "two releases before: exact tier + tsvector tier" "WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE n.exact = $E ORDER BY n.latest DESC LIMIT 51) $PAGE;
 WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM names n WHERE to_tsvector('simple', n.words) @@ $Q AND n.exact <> $E ORDER BY n.latest DESC LIMIT 51) $PAGE;"
-run "two releases before: every match ranked" "WITH h AS (SELECT CASE WHEN n.exact = $E THEN 0 ELSE 1 END AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id FROM names n JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ $Q ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT 51) SELECT CAST(h.tier AS TEXT) || '|' || h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id;"
+run "three releases before: every match ranked" "WITH h AS (SELECT CASE WHEN n.exact = $E THEN 0 ELSE 1 END AS tier, c.latest_action_id AS latest, n.case_number, n.court, n.person_id FROM names n JOIN cases c ON c.case_number = n.case_number WHERE to_tsvector('simple', n.words) @@ $Q ORDER BY tier, latest DESC, n.case_number, n.court, n.person_id LIMIT 51) SELECT CAST(h.tier AS TEXT) || '|' || h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.tier, h.latest DESC, h.case_number, h.court, h.person_id;"
+
+# This release's (issue 37): a term table, one row per (prefix term, person) keyed by
+# the person's latest action, its primary key in that order, so that a page is a walk
+# of one term's rows newest first that stops at the page's end (FTS5's walk, on a
+# B-tree), each row's other words probed by the same key (`pg_search_sql`). TERMS_L: the
+# longest prefixes kept as terms to compare (each word's prefixes of 2 to L characters;
+# default "6 8"; the release keeps 6, `readmodel::keys::PG_TERMS`).
+for L in ${TERMS_L:-6 8}; do
+    T="name_terms_$L"
+    if [ "$(psql "$PG/$PGDB" -Atqc "SELECT COUNT(*) FROM pg_class WHERE relname = '$T'")" != 1 ]; then
+        s=$(date +%s)
+        psql "$PG/$PGDB" -q <<SQL
+CREATE TABLE $T (term TEXT NOT NULL, latest BIGINT NOT NULL);
+INSERT INTO $T SELECT DISTINCT left(w, l), latest FROM names, unnest(string_to_array(words, ' ')) w, generate_series(2, $L) l WHERE length(w) >= l;
+ALTER TABLE $T ADD PRIMARY KEY (term, latest);
+VACUUM ANALYZE $T;
+SQL
+        echo "$T built in $(( $(date +%s) - s )) s"
+    fi
+    echo "$T: $(psql "$PG/$PGDB" -Atqc "SELECT COUNT(*) || ' rows, ' || pg_size_pretty(pg_total_relation_size('$T')) || ' (names ' || pg_size_pretty(pg_total_relation_size('names')) || ', ' || (SELECT COUNT(*) FROM names) || ' persons)' FROM $T")"
+    psql "$PG/$PGDB" -q -c "CREATE OR REPLACE VIEW name_terms AS SELECT * FROM $T"
+    PGOPTIONS="-c plan_cache_mode=force_custom_plan" run "this release, terms of 2-$L letters: exact, walk" \
+        "$(pg_search_sql "SELECT exact, arr AS w FROM bench_t WHERE i = :i");"
+done

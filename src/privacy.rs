@@ -541,6 +541,45 @@ mod tests {
         }
     }
 
+    /// Cases worked out from the rule (a natural person: kind `F` or `PODNIKATEL`, or
+    /// birth data, or no kind and no IČO), where an empty value is no value.
+    #[test]
+    fn a_person_is_natural_by_kind_birth_data_or_no_ico() {
+        let nat = |v: Value| natural(v.as_object().expect("an object"));
+        assert!(nat(json!({"kind": "F"})));
+        assert!(nat(json!({"kind": "PODNIKATEL", "ico": "12345678"})));
+        assert!(!nat(json!({"kind": "P", "ico": "12345678"})));
+        assert!(nat(json!({"kind": "P", "birth_date": "1970-01-01"})));
+        assert!(nat(json!({"kind": "P", "birth_number": "7001010000"})));
+        // An empty birth number or date is no birth data.
+        assert!(!nat(
+            json!({"kind": "P", "birth_number": "", "birth_date": ""})
+        ));
+        assert!(nat(json!({})));
+        assert!(nat(json!({"ico": ""})), "an empty IČO is no IČO");
+        assert!(!nat(json!({"ico": "12345678"})));
+        // A value that is not text is not there.
+        assert!(!nat(json!({"kind": "P", "birth_date": 1970})));
+    }
+
+    /// The key leaves only by `to_hex` (the hex text it was read from) and never by
+    /// `Debug`; a cursor is taken up to 4096 characters, not beyond (a token of
+    /// exactly 4096: 3072 bytes, 24 of nonce, 16 of tag and 3032 of `["a…a"]`).
+    #[test]
+    fn the_key_leaves_only_by_to_hex_and_cursors_have_a_length_limit() {
+        let hex = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+        let p = Privacy::from_hex(hex).unwrap();
+        assert_eq!(p.to_hex(), hex);
+        assert_eq!(format!("{p:?}"), "Privacy(..)");
+        let at_limit = vec!["a".repeat(3028)];
+        let t = p.seal(&at_limit);
+        assert_eq!(t.len(), 4096);
+        assert_eq!(p.unseal(&t, 1), Some(at_limit));
+        let t = p.seal(&["a".repeat(3029)]);
+        assert_eq!(t.len(), 4098);
+        assert_eq!(p.unseal(&t, 1), None);
+    }
+
     #[test]
     fn erasure_is_decided_by_the_type_alone() {
         assert!(is_erasure("636", &Note::Absent));

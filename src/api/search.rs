@@ -165,12 +165,10 @@ pub(crate) async fn search(
         .await;
     }
     let counting = count_of(&q, &headers)?;
-    let (mut tx, wm) = watermark::open_list(
-        &state,
-        counting.is_some(),
-        crate::read::limit::Plans::PerValue,
-    )
-    .await?;
+    // (Kept plans: every shape of a search is a walk of an index in rank order whatever
+    // its words, and a plan for the values cost PostgreSQL ten times the walk.)
+    let (mut tx, wm) =
+        watermark::open_list(&state, counting.is_some(), crate::read::limit::Plans::Kept).await?;
     let at = search::Tables::of(&mut tx).await?;
     let mut hits = search::search(&mut tx, at, &s, after.as_ref(), limit + 1).await?;
     let counted = match counting {

@@ -230,7 +230,7 @@ impl Builder for Cases {
         "cases"
     }
 
-    fn tables(&self) -> &'static [&'static str] {
+    fn tables(&self, _pg: bool) -> &'static [&'static str] {
         &["cases", "stats"]
     }
 

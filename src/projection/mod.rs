@@ -84,8 +84,9 @@ pub const VERIFY_SAMPLE: usize = 200;
 #[async_trait::async_trait]
 pub trait Builder: Send + Sync {
     fn name(&self) -> &'static str;
-    /// Base names of its tables (each read through a view of that name).
-    fn tables(&self) -> &'static [&'static str];
+    /// Base names of its tables on PostgreSQL (`pg`) or SQLite, each read through a
+    /// view of that name.
+    fn tables(&self, pg: bool) -> &'static [&'static str];
     /// CREATE statements for version `v`.
     fn ddl(&self, v: i64, pg: bool) -> Vec<String>;
     /// Whether the builder's state is per case (apart from order-independent sums), so a
@@ -169,7 +170,7 @@ async fn create_version(
     v: i64,
     defer_indexes: bool,
 ) -> Result<(), ProjectionError> {
-    for t in b.tables() {
+    for t in b.tables(tx.is_postgres()) {
         tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{v}"), &[])
             .await?;
     }
@@ -198,7 +199,7 @@ async fn create_indexes(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), Proj
 }
 
 async fn point_views(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
-    for t in b.tables() {
+    for t in b.tables(tx.is_postgres()) {
         tx.exec(&format!("DROP VIEW IF EXISTS {t}"), &[]).await?;
         tx.exec(&format!("CREATE VIEW {t} AS SELECT * FROM {t}_v{v}"), &[])
             .await?;
@@ -272,7 +273,7 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
     }
     if !added.is_empty() {
         tracing::info!(builder = live.name, indexes = ?added, "indexes added to a version made before them");
-        for t in b.tables() {
+        for t in b.tables(tx.is_postgres()) {
             analyze(&mut tx, &format!("{t}_v{}", live.version)).await?;
         }
     }
@@ -367,7 +368,7 @@ pub async fn analyze_live(store: &Store) -> Result<(), ProjectionError> {
         let b = builder(name)?;
         let m = read_one(store, name).await?;
         let mut tx = Tx::begin(store).await?;
-        for t in b.tables() {
+        for t in b.tables(tx.is_postgres()) {
             analyze(&mut tx, &format!("{t}_v{}", m.version)).await?;
         }
         tx.commit().await?;

@@ -8,22 +8,28 @@
 //! action names one person, so the ID is the person's alone): FTS5 walks a match in
 //! rowid order without sorting it. The words are indexed with prefixes, the filters as
 //! tokens of a second column (`tags`), the rest `UNINDEXED`; `prow` is the person's
-//! `parties` rowid. On PostgreSQL a plain table keyed like `parties`, with B-tree
-//! indexes in the order of the ranking and two GIN indexes, the same split as FTS5's:
-//! each word's prefixes of 2 to 4 characters as terms of their own (`terms`, indexed as
-//! an array: a searched word that short is one posting list, where the `tsvector`'s
-//! `ma:*` would expand to every word starting so and recheck each match), and
-//! `to_tsvector('simple', words)` for longer searched words, whose expansion is small.
+//! `parties` rowid.
+//!
+//! On PostgreSQL the same walk runs on a B-tree: `names_vN` holds one row per person
+//! (keyed like `parties`, with the words, the exact key, the filters and the latest
+//! action), and `name_terms_vN` one row per (term, person), a term being a word's
+//! prefix of 2 to 6 characters ([`PG_TERMS`]), keyed by (term, latest action). A page
+//! of a search is a walk of one term's rows newest first that stops at the page's end,
+//! the other words probed by the same key (`read::search`). Each person's terms are
+//! also kept in `names_vN.terms`, so that the rows of an earlier latest action can be
+//! found and deleted.
+//!
 //! Written only by the parties builder, in the same step as the row it indexes (an
-//! erased debtor leaves both at once); read only by [`crate::read::search`].
+//! erased debtor leaves both at once, terms included); read only by
+//! [`crate::read::search`].
 
 use super::ProjectionError;
 use crate::readmodel::PartyDoc;
 use crate::readmodel::fold::{exact_key, search_words};
-use crate::readmodel::keys::{PREFIXES, exact_tag, tag};
+use crate::readmodel::keys::{PG_TERMS, PREFIXES, exact_tag, tag};
 use crate::store::sql::{Tx, Val};
 
-/// The table's statements for version `v`.
+/// The tables' statements for version `v`.
 pub fn ddl(v: i64, pg: bool) -> Vec<String> {
     if pg {
         vec![
@@ -32,17 +38,15 @@ pub fn ddl(v: i64, pg: bool) -> Vec<String> {
                  words TEXT NOT NULL, terms TEXT NOT NULL, exact TEXT NOT NULL, birth_year BIGINT, role TEXT, \
                  kind TEXT, latest BIGINT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
             ),
+            // The walk's order, and the probe of a person's other terms. (Kept up row
+            // by row even in a rebuild: a person's earlier terms are deleted by it.)
             format!(
-                "CREATE INDEX names_v{v}_words ON names_v{v} USING GIN (to_tsvector('simple', words))"
+                "CREATE TABLE name_terms_v{v} (term TEXT NOT NULL, latest BIGINT NOT NULL, \
+                 PRIMARY KEY (term, latest))"
             ),
-            // (`@>` on an array's GIN index is exact: no row is rechecked.)
-            format!(
-                "CREATE INDEX names_v{v}_terms ON names_v{v} USING GIN ((string_to_array(terms, ' ')))"
-            ),
-            // The exact names newest first; the newest persons, the window a search
-            // checks before it reads older matches by the text indexes
-            // (`read::search::Scan`).
+            // The exact names newest first.
             format!("CREATE INDEX names_v{v}_exact ON names_v{v} (exact, latest)"),
+            // A walked term's row to its person.
             format!("CREATE INDEX names_v{v}_latest ON names_v{v} (latest)"),
         ]
     } else {
@@ -74,14 +78,14 @@ pub fn words_of(d: &PartyDoc) -> Vec<String> {
     w
 }
 
-/// The prefixes of `words` indexed as terms ([`PREFIXES`] characters long; a word of
-/// that length is one of its own), each once, space-separated (PostgreSQL's `terms`).
-/// The words are letters and digits only ([`search_words`]).
+/// The prefixes of `words` that PostgreSQL's term table keeps ([`PG_TERMS`] characters
+/// long; a word of that length is one of its own), each once, space-separated
+/// (`names_vN.terms`). The words are letters and digits only ([`search_words`]).
 pub fn prefix_terms(words: &[String]) -> String {
     let mut t: Vec<String> = Vec::new();
     for w in words {
         let chars: Vec<char> = w.chars().collect();
-        for l in PREFIXES {
+        for l in PG_TERMS {
             if chars.len() >= l {
                 let p: String = chars[..l].iter().collect();
                 if !t.contains(&p) {
@@ -150,6 +154,21 @@ pub async fn write(
                 ]
             })
             .collect();
+        // The terms of the persons' earlier rows go first (found by the terms their
+        // person rows hold, each by the term table's key), then the rows are replaced
+        // and their terms added.
+        let olds: Vec<i64> = docs.iter().filter_map(|(old, _)| *old).collect();
+        if !olds.is_empty() {
+            tx.exec(
+                &format!(
+                    "DELETE FROM name_terms_v{v} t USING names_v{v} n \
+                     WHERE n.latest = ANY(CAST($1 AS BIGINT[])) AND t.latest = n.latest \
+                     AND t.term = ANY(string_to_array(n.terms, ' '))"
+                ),
+                &[int_array(&olds)],
+            )
+            .await?;
+        }
         tx.upsert(
             &format!("names_v{v}"),
             &[
@@ -166,6 +185,16 @@ pub async fn write(
             ],
             &["case_number", "court", "person_id"],
             &rows,
+        )
+        .await?;
+        let news: Vec<i64> = docs.iter().map(|(_, d)| d.latest_action_id).collect();
+        tx.exec(
+            &format!(
+                "INSERT INTO name_terms_v{v} (term, latest) \
+                 SELECT DISTINCT unnest(string_to_array(terms, ' ')), latest FROM names_v{v} \
+                 WHERE latest = ANY(CAST($1 AS BIGINT[])) ON CONFLICT DO NOTHING"
+            ),
+            &[int_array(&news)],
         )
         .await?;
         return Ok(());
@@ -195,10 +224,25 @@ pub async fn write(
     Ok(())
 }
 
+/// A PostgreSQL array of `ids`, as text to cast (`CAST($1 AS BIGINT[])`).
+fn int_array(ids: &[i64]) -> Val {
+    let items: Vec<String> = ids.iter().map(i64::to_string).collect();
+    format!("{{{}}}", items.join(",")).into()
+}
+
 /// Removes a person from the index; before their `parties_v{v}` row goes (on SQLite
-/// its latest action is the index row's rowid).
+/// its latest action is the index row's rowid; on PostgreSQL their terms go first).
 pub async fn delete(tx: &mut Tx, v: i64, key: [&str; 3]) -> Result<(), ProjectionError> {
     let sql = if tx.is_postgres() {
+        tx.exec(
+            &format!(
+                "DELETE FROM name_terms_v{v} t USING names_v{v} n \
+                 WHERE n.case_number = $1 AND n.court = $2 AND n.person_id = $3 \
+                 AND t.latest = n.latest AND t.term = ANY(string_to_array(n.terms, ' '))"
+            ),
+            &key.map(Val::from),
+        )
+        .await?;
         format!("DELETE FROM names_v{v} WHERE {KEY}")
     } else {
         format!(
@@ -209,16 +253,18 @@ pub async fn delete(tx: &mut Tx, v: i64, key: [&str; 3]) -> Result<(), Projectio
     Ok(())
 }
 
-/// Whether version `v`'s table exists in this release's form: `None` when it does not
+/// Whether version `v`'s index exists in this release's form: `None` when it does not
 /// exist, `Some(false)` when it is an earlier release's (ranked by another order, or on
-/// PostgreSQL without the prefix terms).
+/// PostgreSQL without the term table).
 pub async fn current(tx: &mut Tx, v: i64) -> Result<Option<bool>, ProjectionError> {
     let table = format!("names_v{v}");
     let (exists, column) = if tx.is_postgres() {
         (
             "SELECT COUNT(*) FROM pg_class WHERE relname = $1 AND relkind IN ('r', 'p')",
-            "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() \
-             AND table_name = $1 AND column_name = 'terms'",
+            // The term table, and the persons' table with the terms it deletes by.
+            "SELECT COUNT(*) FROM pg_class WHERE relname = 'name_terms_' || substr($1, 7) \
+             AND relkind IN ('r', 'p') AND EXISTS (SELECT 1 FROM information_schema.columns \
+             WHERE table_schema = current_schema() AND table_name = $1 AND column_name = 'terms')",
         )
     } else {
         (
@@ -234,7 +280,7 @@ pub async fn current(tx: &mut Tx, v: i64) -> Result<Option<bool>, ProjectionErro
     ))
 }
 
-/// Creates version `v`'s table and indexes every person of `parties_v{v}` into it, in
+/// Creates version `v`'s tables and indexes every person of `parties_v{v}` into it, in
 /// keyset chunks (the upgrade of a store built before this release's index); an
 /// earlier release's table goes first, with its view.
 pub async fn backfill(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
@@ -242,6 +288,11 @@ pub async fn backfill(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
     if current(tx, v).await?.is_some() {
         tx.exec("DROP VIEW IF EXISTS names", &[]).await?;
         tx.exec(&format!("DROP TABLE names_v{v}"), &[]).await?;
+    }
+    if pg {
+        tx.exec("DROP VIEW IF EXISTS name_terms", &[]).await?;
+        tx.exec(&format!("DROP TABLE IF EXISTS name_terms_v{v}"), &[])
+            .await?;
     }
     for stmt in ddl(v, pg) {
         tx.exec(&stmt, &[]).await?;
@@ -308,10 +359,13 @@ mod tests {
         let w = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
         assert_eq!(
             prefix_terms(&w(&["jana", "novakova", "j", "ab"])),
-            "ja jan jana no nov nova ab"
+            "ja jan jana no nov nova novak novako ab"
         );
         // By characters, not bytes; a prefix shared by two words once.
-        assert_eq!(prefix_terms(&w(&["øster", "østen"])), "øs øst øste");
+        assert_eq!(
+            prefix_terms(&w(&["østerby", "østen"])),
+            "øs øst øste øster østerb østen"
+        );
         assert_eq!(prefix_terms(&[]), "");
     }
 

@@ -3,7 +3,7 @@
 //! and the search keys (IČO, birth number, a name key without case and diacritics).
 //!
 //! Owns `parties_vN`, `party_history_vN`, `erasures_vN` and, through [`super::names`],
-//! the name-search index `names_vN`. On a § 425 erasure it deletes the debtors' rows,
+//! the name-search index `names_vN` (with `name_terms_vN` on PostgreSQL). On a § 425 erasure it deletes the debtors' rows,
 //! their index entries and history (their person ID itself is built from name and birth
 //! date) in the same step, records the erasure, and keeps every later debtor action of
 //! that case out.
@@ -160,8 +160,20 @@ impl Builder for Parties {
         "parties"
     }
 
-    fn tables(&self) -> &'static [&'static str] {
-        &["parties", "party_history", "erasures", "names"]
+    fn tables(&self, pg: bool) -> &'static [&'static str] {
+        // PostgreSQL's name index is a table of persons and a table of their terms
+        // (`super::names`); SQLite's one FTS5 table holds both.
+        if pg {
+            &[
+                "parties",
+                "party_history",
+                "erasures",
+                "names",
+                "name_terms",
+            ]
+        } else {
+            &["parties", "party_history", "erasures", "names"]
+        }
     }
 
     fn per_case(&self) -> bool {
@@ -206,6 +218,9 @@ impl Builder for Parties {
         let n = super::names::backfill(tx, v).await?;
         // A new table, filled at once: its statistics now, not when autovacuum comes.
         super::analyze(tx, &format!("names_v{v}")).await?;
+        if tx.is_postgres() {
+            super::analyze(tx, &format!("name_terms_v{v}")).await?;
+        }
         tracing::info!(
             version = v,
             persons = n,

@@ -335,7 +335,7 @@ async fn fill(
         }
         if grown.committed() {
             let mut tx = Tx::begin(store).await?;
-            for t in b.tables() {
+            for t in b.tables(tx.is_postgres()) {
                 super::analyze(&mut tx, &format!("{t}_v{}", start.version)).await?;
             }
             tx.commit().await?;
@@ -401,7 +401,7 @@ async fn finish_rebuild(
             built?;
             // Fresh statistics for the new version before readers see it (and its
             // full-text index in one segment).
-            for t in b.tables() {
+            for t in b.tables(tx.is_postgres()) {
                 super::optimize(&mut tx, &format!("{t}_v{v}")).await?;
                 super::analyze(&mut tx, &format!("{t}_v{v}")).await?;
             }
@@ -462,7 +462,7 @@ async fn finish_rebuild(
                 &[next_key.as_str().into()],
             )
             .await?;
-            for t in b.tables() {
+            for t in b.tables(tx.is_postgres()) {
                 tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{}", old.version), &[])
                     .await?;
             }

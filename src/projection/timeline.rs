@@ -92,7 +92,7 @@ impl Builder for Timeline {
         "timeline"
     }
 
-    fn tables(&self) -> &'static [&'static str] {
+    fn tables(&self, _pg: bool) -> &'static [&'static str] {
         &["timeline", "slots", "event_types"]
     }
 

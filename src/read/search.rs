@@ -1,15 +1,16 @@
 //! Name search: persons whose names hold every searched word as a word or a word's
 //! prefix, in any order, case and diacritics ignored, legal-form suffixes ignored;
 //! ranked (the exact full name first, then the others), each tier by the person's
-//! latest action, newest first; keyset-paged, on each engine's own text index (SQLite
-//! FTS5; PostgreSQL GIN over prefix terms and `tsvector`), which the JSON API and the
+//! latest action, newest first; keyset-paged, on SQLite's FTS5 index and PostgreSQL's
+//! term table (a B-tree of word prefixes by latest action), which the JSON API and the
 //! search page share.
 //! The name index keeps each person under their latest action ([`crate::projection::
 //! names`]), so a page is a walk of the index in rank order that stops at its end:
 //! no match is ranked that is not on the page, however many persons match.
 //!
-//! Reads the `names`, `parties` and `cases` views in the caller's snapshot; never
-//! writes. An erased debtor has no `names` or `parties` row, so never matches.
+//! Reads the `names`, `name_terms` (PostgreSQL), `parties` and `cases` views in the
+//! caller's snapshot; never writes. An erased debtor has no `names`, `name_terms` or
+//! `parties` row, so never matches.
 
 use super::Problem;
 use crate::readmodel::fold::{exact_key, query_words};
@@ -135,60 +136,44 @@ fn fts_query(s: &Search, prefix: bool) -> String {
     terms.join(" AND ")
 }
 
-/// The PostgreSQL text query of `words`: every word as a prefix.
-fn ts_query(words: &[String]) -> String {
-    words
-        .iter()
-        .map(|w| format!("{w}:*"))
-        .collect::<Vec<_>>()
-        .join(" & ")
-}
-
-/// The PostgreSQL conditions that every word in `words` is a word of the person's or a
-/// prefix of one, split as the name index is ([`crate::projection::names`]): the words
-/// of 2 to 4 characters as prefix terms (one posting list each, no recheck), longer
-/// words as `tsvector` prefixes (a short expansion), a single character (the text has a
-/// longer word too) as a filter on the words the other conditions found.
-///
-/// For the rows of a [`Scan::Window`] (`window`), which no text index reads, every word
-/// is that filter: a word of the person's starts with it. The same persons, at less
-/// cost a row than splitting the terms into an array or parsing the words into a
-/// `tsvector` for each (`EXPLAIN ANALYZE` over a window of 10 000: 9-10 ms against 12 ms
-/// for short words, 17 ms for long ones).
-fn pg_words(words: &[String], b: &mut Binds, window: bool) -> Vec<String> {
-    use crate::readmodel::keys::PREFIXES;
-    if window {
-        return words.iter().map(|w| word_start(w, b)).collect();
-    }
-    let len = |w: &&String| w.chars().count();
-    let short: Vec<&String> = words
-        .iter()
-        .filter(|w| PREFIXES.contains(&len(w)))
-        .collect();
-    let long: Vec<String> = words
-        .iter()
-        .filter(|w| len(w) > *PREFIXES.end())
-        .cloned()
-        .collect();
+/// The PostgreSQL conditions on a walk of the term table (`t`, walking `walk`'s term,
+/// joined to the person `n`) that every word in `words` is a word of the person's or a
+/// prefix of one: each other word's term probed by the walk's own key (term, latest
+/// action), and a word longer than the terms (or a single character) checked against
+/// the person's words.
+fn pg_words(words: &[String], walk: &str, b: &mut Binds) -> Vec<String> {
+    use crate::readmodel::keys::{PG_TERMS, pg_term};
+    let len = |w: &str| w.chars().count();
     let mut conds = Vec::new();
-    if !short.is_empty() {
-        // The words are letters and digits only: quoted, they need no escaping.
-        let arr: Vec<String> = short.iter().map(|w| format!("\"{w}\"")).collect();
-        let m = b.add(format!("{{{}}}", arr.join(",")));
-        conds.push(format!(
-            "string_to_array(n.terms, ' ') @> CAST({m} AS TEXT[])"
-        ));
-    }
-    if !long.is_empty() {
-        let m = b.add(ts_query(&long));
-        conds.push(format!(
-            "to_tsvector('simple', n.words) @@ to_tsquery('simple', {m})"
-        ));
-    }
-    for w in words.iter().filter(|w| len(w) < *PREFIXES.start()) {
-        conds.push(word_start(w, b));
+    let mut probed = vec![pg_term(walk)];
+    for w in words {
+        if len(w) >= *PG_TERMS.start() {
+            let t = pg_term(w);
+            if !probed.contains(&t) {
+                conds.push(format!(
+                    "EXISTS (SELECT 1 FROM name_terms o WHERE o.term = {} AND o.latest = t.latest)",
+                    b.add(t.as_str())
+                ));
+                probed.push(t);
+            }
+        }
+        if !PG_TERMS.contains(&len(w)) {
+            conds.push(word_start(w, b));
+        }
     }
     conds
+}
+
+/// The word a PostgreSQL search walks the term table by: the longest (the rarest, as a
+/// rule), the first of equals. (`Search::words` holds one of two characters or more.)
+fn walk_word(words: &[String]) -> &str {
+    let mut best: Option<&String> = None;
+    for w in words {
+        if best.is_none_or(|b| w.chars().count() > b.chars().count()) {
+            best = Some(w);
+        }
+    }
+    best.map(String::as_str).unwrap_or_default()
 }
 
 /// The condition that a word of the person's (`n.words`, space-separated) starts with `w`.
@@ -253,42 +238,37 @@ impl Binds {
     }
 }
 
-/// How a statement reads the name index for its tier's matches, newest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scan {
-    /// The index in rank order, each row checked, to the page's end: FTS5's own walk (its
-    /// term lists are in rowid order), and PostgreSQL's exact names by their B-tree.
-    Index,
-    /// PostgreSQL: this many newest persons before the page's start ([`WINDOW`]), each
-    /// checked (a common text fills its page there, at a cost bounded by the window).
-    Window(i64),
-    /// PostgreSQL: the matches older than the [`Scan::Window`] of this many persons, by
-    /// the prefix terms' and words' own indexes, sorted (a rare text, whose matches are
-    /// few). Between the two, no text costs the walk of every person that the planner
-    /// may choose when it misjudges how many persons a combination of words matches.
-    Beyond(i64),
-}
-
-/// The persons a [`Scan::Window`] checks.
-pub const WINDOW: i64 = 10_000;
-
 /// The `FROM` and `WHERE` of the persons of `tier` (every match, tier or not, when
-/// `None`), on the name index alone but for a court, which is the case's; `names` the
-/// relation read as the index (the table, or a window of it: `window`, whose rows are
-/// checked one by one, see [`pg_words`]).
+/// `None`), and the column of their latest action, the order they are read in. On
+/// SQLite the FTS5 table `n`; on PostgreSQL the exact names by their own index, the
+/// others by a walk of the term table `t` joined to `n`. A court is the case's.
 fn matches(
     s: &Search,
     at: Tables,
-    (names, window): (&str, bool),
     tier: Option<Tier>,
     b: &mut Binds,
-) -> (String, Vec<String>) {
+) -> (String, Vec<String>, &'static str) {
     let [table, _, cases] = at.names();
     let mut conds = Vec::new();
-    if at == Tables::Views {
-        if tier != Some(Tier::Exact) {
-            conds.extend(pg_words(&s.words, b, window));
+    let (mut from, latest) = if at == Tables::Views {
+        if tier == Some(Tier::Exact) {
+            ("names n".to_string(), "n.latest")
+        } else {
+            let walk = walk_word(&s.words);
+            let term = crate::readmodel::keys::pg_term(walk);
+            conds.push(format!("t.term = {}", b.add(term.as_str())));
+            conds.extend(pg_words(&s.words, walk, b));
+            (
+                "name_terms t JOIN names n ON n.latest = t.latest".to_string(),
+                "t.latest",
+            )
         }
+    } else {
+        let m = b.add(fts_query(s, tier != Some(Tier::Exact)));
+        conds.push(format!("{table} MATCH {m}"));
+        (format!("{table} n"), "n.rowid")
+    };
+    if at == Tables::Views {
         if let Some(r) = &s.role {
             conds.push(format!("n.role = {}", b.add(r.as_str())));
         }
@@ -299,9 +279,6 @@ fn matches(
             let marks: Vec<String> = s.kinds.iter().map(|k| b.add(k.as_str())).collect();
             conds.push(format!("n.kind IN ({})", marks.join(", ")));
         }
-    } else {
-        let m = b.add(fts_query(s, tier != Some(Tier::Exact)));
-        conds.push(format!("{table} MATCH {m}"));
     }
     if let Some(t) = tier {
         let e = b.add(exact_key(&s.words));
@@ -310,7 +287,6 @@ fn matches(
             Tier::Prefix => format!("n.exact <> {e}"),
         });
     }
-    let mut from = format!("{names} n");
     if let Some(c) = &s.court {
         // SQLite keeps the join order as written: the index's order outside.
         let join = if at == Tables::Views {
@@ -323,65 +299,33 @@ fn matches(
         ));
         conds.push(format!("c.court_short = {}", b.add(c.as_str())));
     }
-    (from, conds)
+    (from, conds, latest)
 }
 
 /// The statement and its binds of the persons of `tier` after the person's latest
-/// action `before` (none: from the newest), at most `limit`, newest first, read as
-/// `scan` says: `tier|latest|doc` rows. The index yields its matches in that order (FTS5
-/// by rowid; on PostgreSQL a B-tree on the latest action, or for [`Scan::Beyond`] the
-/// text indexes' matches sorted), so a page costs about its own rows; the persons'
-/// documents are read for the page's rows alone (on SQLite by rowid).
+/// action `before` (none: from the newest), at most `limit`, newest first: `tier|latest|
+/// doc` rows. The index yields its matches in that order (FTS5 by rowid; on PostgreSQL
+/// the exact names' B-tree, or the walked term's rows in the term table's key), so a
+/// page costs about its own rows; the persons' documents are read for the page's rows
+/// alone (on SQLite by rowid).
 pub fn sql(
     s: &Search,
     tier: Tier,
     before: Option<i64>,
     limit: i64,
     at: Tables,
-    scan: Scan,
 ) -> (String, Vec<Val>) {
-    let [table, parties, _] = at.names();
+    let [_, parties, _] = at.names();
     let pg = at == Tables::Views;
-    let latest = if pg { "n.latest" } else { "n.rowid" };
     let mut b = Binds::default();
-    // The newest `n` persons before `before`, newest first.
-    let window = |b: &mut Binds, cols: &str, n: i64| {
-        let below = before
-            .map(|l| format!("WHERE latest < {}", b.add(l)))
-            .unwrap_or_default();
-        format!(
-            "SELECT {cols} FROM {table} {below} ORDER BY latest DESC LIMIT {}",
-            b.add(n)
-        )
-    };
-    let names = match scan {
-        Scan::Window(n) => format!("({})", window(&mut b, "*", n)),
-        _ => table.clone(),
-    };
-    let windowed = matches!(scan, Scan::Window(_));
-    let (from, mut conds) = matches(s, at, (&names, windowed), Some(tier), &mut b);
-    match (scan, before) {
-        (Scan::Beyond(n), _) => {
-            // Older than the window's oldest (none when the window held every person).
-            let w = window(&mut b, "latest", n);
-            let n = b.add(n);
-            conds.push(format!(
-                "{latest} < (SELECT MIN(latest) FROM ({w}) w HAVING COUNT(*) = {n})"
-            ));
-        }
-        (Scan::Index, Some(l)) => conds.push(format!("{latest} < {}", b.add(l))),
-        _ => {}
+    let (from, mut conds, latest) = matches(s, at, Some(tier), &mut b);
+    if let Some(l) = before {
+        conds.push(format!("{latest} < {}", b.add(l)));
     }
     let lim = b.add(limit);
-    // `+ 0`: not the latest action's index in rank order, but the text indexes' matches.
-    let order = if matches!(scan, Scan::Beyond(_)) {
-        format!("{latest} + 0")
-    } else {
-        latest.to_string()
-    };
     let (pick, page_join) = if pg {
         (
-            "n.latest, n.case_number, n.court, n.person_id",
+            format!("{latest} AS latest, n.case_number, n.court, n.person_id"),
             format!(
                 "JOIN {parties} p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id"
             ),
@@ -390,12 +334,12 @@ pub fn sql(
         // (`h` outside: left to itself, SQLite 3.46 scans every person against a
         // Bloom filter of the page's rowids.)
         (
-            "n.rowid AS latest, n.prow AS rid",
+            "n.rowid AS latest, n.prow AS rid".to_string(),
             format!("CROSS JOIN {parties} p ON p.rowid = h.rid"),
         )
     };
     let sql = format!(
-        "WITH h AS (SELECT {pick} FROM {from} WHERE {} ORDER BY {order} DESC LIMIT {lim}) \
+        "WITH h AS (SELECT {pick} FROM {from} WHERE {} ORDER BY {latest} DESC LIMIT {lim}) \
          SELECT '{}|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h {page_join} ORDER BY h.latest DESC",
         conds.join(" AND "),
         tier as i64,
@@ -407,7 +351,7 @@ pub fn sql(
 /// count counts ([`crate::read::lists::count`]).
 pub fn count_sql(s: &Search, at: Tables) -> (String, Vec<Val>) {
     let mut b = Binds::default();
-    let (from, conds) = matches(s, at, (&at.names()[0], false), None, &mut b);
+    let (from, conds, _) = matches(s, at, None, &mut b);
     let lim = b.add(i64::MAX);
     (
         format!(
@@ -428,10 +372,8 @@ pub struct Hit {
 }
 
 /// The persons matching `s` after `after`, at most `limit`, in rank order: the exact
-/// names newest first, then the other matches newest first (each a walk of the index
-/// in that order that stops at the page's end; on PostgreSQL the other matches from a
-/// window of the newest persons, then, if the page is not full, from older ones by the
-/// text indexes: [`Scan`]).
+/// names newest first, then the other matches newest first, each a walk of the index in
+/// that order that stops at the page's end.
 pub async fn search(
     tx: &mut Tx,
     at: Tables,
@@ -439,43 +381,15 @@ pub async fn search(
     after: Option<&After>,
     limit: i64,
 ) -> Result<Vec<Hit>, Problem> {
-    search_with(tx, at, s, after, limit, WINDOW).await
-}
-
-/// [`search`] with a window of `window` persons on PostgreSQL (the tests' small one
-/// sends most matches beyond it).
-pub async fn search_with(
-    tx: &mut Tx,
-    at: Tables,
-    s: &Search,
-    after: Option<&After>,
-    limit: i64,
-    window: i64,
-) -> Result<Vec<Hit>, Problem> {
     let mut out = Vec::new();
     if after.is_none_or(|a| a.tier == 0) {
-        let (sql, binds) = sql(
-            s,
-            Tier::Exact,
-            after.map(|a| a.latest),
-            limit,
-            at,
-            Scan::Index,
-        );
+        let (sql, binds) = sql(s, Tier::Exact, after.map(|a| a.latest), limit, at);
         out = hits(tx, &sql, &binds).await?;
     }
-    let before = after.filter(|a| a.tier > 0).map(|a| a.latest);
-    let scans = if at == Tables::Views {
-        vec![Scan::Window(window), Scan::Beyond(window)]
-    } else {
-        vec![Scan::Index]
-    };
-    for scan in &scans {
-        let rest = limit - out.len() as i64;
-        if rest <= 0 {
-            break;
-        }
-        let (sql, binds) = sql(s, Tier::Prefix, before, rest, at, *scan);
+    let rest = limit - out.len() as i64;
+    if rest > 0 {
+        let before = after.filter(|a| a.tier > 0).map(|a| a.latest);
+        let (sql, binds) = sql(s, Tier::Prefix, before, rest, at);
         out.extend(hits(tx, &sql, &binds).await?);
     }
     Ok(out)
@@ -532,37 +446,37 @@ mod tests {
             fts_query(&s, false),
             format!("tags : \"{}\"", crate::readmodel::keys::exact_tag(&s.words))
         );
-        assert_eq!(ts_query(&s.words), "novak:* & ja:*");
-        let mut b = Binds::default();
-        let words: Vec<String> = ["novakova", "j", "ja", "nov", "marie"]
+        // Worked by hand: the walk is the longest word's six-letter prefix; a word whose
+        // term is the walk's is not probed again; a word longer than six letters, or of
+        // one, is checked against the person's words.
+        let words: Vec<String> = ["novakova", "j", "ja", "nov", "marie", "novakovic"]
             .map(String::from)
             .to_vec();
+        assert_eq!(walk_word(&words), "novakovic");
         assert_eq!(
-            pg_words(&words, &mut b, false),
-            [
-                "string_to_array(n.terms, ' ') @> CAST($1 AS TEXT[])",
-                "to_tsvector('simple', n.words) @@ to_tsquery('simple', $2)",
-                "(' ' || n.words) LIKE $3",
-            ]
+            walk_word(&["ab".into(), "cd".into()]),
+            "ab",
+            "the first of equals"
         );
         assert_eq!(
-            b.0,
-            [
-                Val::from("{\"ja\",\"nov\"}"),
-                Val::from("novakova:* & marie:*"),
-                Val::from("% j%"),
-            ]
+            walk_word(&["ab".into(), "čer".into()]),
+            "čer",
+            "characters, not bytes"
         );
         let mut b = Binds::default();
+        let exists = |i: usize| {
+            format!(
+                "EXISTS (SELECT 1 FROM name_terms o WHERE o.term = ${i} AND o.latest = t.latest)"
+            )
+        };
+        let like = |i: usize| format!("(' ' || n.words) LIKE ${i}");
         assert_eq!(
-            pg_words(&words, &mut b, true),
-            (1..=5)
-                .map(|i| format!("(' ' || n.words) LIKE ${i}"))
-                .collect::<Vec<_>>()
+            pg_words(&words, "novakovic", &mut b),
+            [like(1), like(2), exists(3), exists(4), exists(5), like(6)]
         );
         assert_eq!(
             b.0,
-            ["% novakova%", "% j%", "% ja%", "% nov%", "% marie%"].map(Val::from)
+            ["% novakova%", "% j%", "ja", "nov", "marie", "% novakovic%"].map(Val::from)
         );
         let f = Search {
             role: Some("DLUŽNÍK".into()),

@@ -6,10 +6,23 @@
 
 use super::fold::{exact_key, search_words};
 
-/// The shortest and longest prefix of a word indexed as a term of its own (FTS5's
-/// `prefix = '2 3 4'`, PostgreSQL's `terms`). A searched word of this length is read
-/// from one term list; a longer one by the word index's own prefix expansion.
+/// The shortest and longest prefix of a word indexed as a term of its own on SQLite
+/// (FTS5's `prefix = '2 3 4'`). A searched word of this length is read from one term
+/// list; a longer one by FTS5's own prefix expansion.
 pub const PREFIXES: std::ops::RangeInclusive<usize> = 2..=4;
+
+/// The prefixes of a word that PostgreSQL's term table (`name_terms`) keeps, one row
+/// each: a searched word this long is one term's rows, walked newest first; a longer
+/// one walks its prefix of the longest length and is checked against the person's
+/// words. (Chosen by measurement: `bench/search_pg.sh`, docs/PERFORMANCE.md.)
+pub const PG_TERMS: std::ops::RangeInclusive<usize> = 2..=6;
+
+/// The term of a searched word in PostgreSQL's term table: the word itself, or its
+/// prefix of [`PG_TERMS`]' longest length (a word is letters and digits: characters,
+/// not bytes, are counted).
+pub fn pg_term(word: &str) -> String {
+    word.chars().take(*PG_TERMS.end()).collect()
+}
 
 /// A filter's token in the `tags` column (SQLite): a letter for the filter, then its
 /// value folded to one word (`DLUŽNÍK` -> `rdluznik`, `VĚŘIT-NAVR` -> `rveritnavr`).

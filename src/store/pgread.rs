@@ -13,8 +13,8 @@
 //! again changes nothing. It never writes: its sessions are the read side's (read-only
 //! on `isir serve`, every statement under `statement_timeout`).
 //!
-//! A checkout says how its statements are planned ([`Plans`]): a lookup's or a list
-//! page's plan is made once per connection and kept, a name search's for its values.
+//! A checkout says how its statements are planned ([`Plans`]): every read of the API
+//! (lookups, list pages, the feed, name search) keeps a plan made once per connection.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,14 +29,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plans {
     /// Planned once on a connection and the plan kept for every value
-    /// (`force_generic_plan`): lookups by key, list pages and the feed, whose every shape
-    /// is an index walk in keyset order whatever the values (the plan tests check the
-    /// generic plans). PostgreSQL's default planned them again at every execution, as
+    /// (`force_generic_plan`): lookups by key, list pages, the feed and name search,
+    /// whose every shape is an index walk in keyset or rank order whatever the values
+    /// (the plan tests check the generic plans). PostgreSQL's default planned them again at every execution, as
     /// the generic plan's estimate for an unknown `LIMIT` never beat the custom one: a
     /// list page's planning cost more than its execution.
     Kept,
-    /// PostgreSQL's default (`auto`): planned for the values while that pays. Name
-    /// search, whose best plan depends on how common its words are.
+    /// PostgreSQL's default (`auto`): planned for the values while that pays. (No read
+    /// of the API asks for it since name search walks its term table: a statement whose
+    /// best plan depends on its values would.)
     PerValue,
 }
 
