@@ -166,8 +166,8 @@ for l in sys.stdin:
 # exact names newest first, and the other matches by a walk of the longest word's term
 # in the term table newest first, the other word probed by the same key (texts of two
 # words of 2-4 letters: each its own term, none rechecked); each page's documents
-# joined. The values are binds, as the API sends them; run it with custom plans
-# (`PGOPTIONS='-c plan_cache_mode=force_custom_plan'`), as the API plans a search.
+# joined. The values are binds, as the API sends them; run it with kept generic plans
+# (`PGOPTIONS='-c plan_cache_mode=force_generic_plan'`), as the API plans a search.
 pg_search_sql() {
     local page="SELECT h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.latest DESC"
     local pick="WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM"

@@ -209,7 +209,7 @@ pgq() { # $1 label, $2 values count, $3 SQL (only for the queries asked)
 pgq case "$(n "$WORK/case_numbers")" "SELECT doc FROM cases WHERE case_number = $(printf "$V" case)"
 pgq ico "$(n "$WORK/icos")" "SELECT doc FROM parties WHERE ico = $(printf "$V" ico) ORDER BY case_number, court, person_id LIMIT 51"
 # The API's statements for a first page of a name search (`pg_search_sql`).
-PGOPTIONS="-c plan_cache_mode=force_custom_plan" pgq name "$(n "$WORK/names")" \
+PGOPTIONS="-c plan_cache_mode=force_generic_plan" pgq name "$(n "$WORK/names")" \
     "$(pg_search_sql "SELECT a AS exact, CAST(b AS TEXT[]) AS w FROM bench_v WHERE kind = 'name' AND i = :i")"
 pgq court_state "$(n "$WORK/court_state")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_state) AND state = $(printf "$W" court_state) ORDER BY opened, case_number LIMIT 51"
 pgq court_opened "$(n "$WORK/court_year")" "SELECT doc FROM cases WHERE court_short = $(printf "$V" court_year) AND opened >= $(printf "$W" court_year) || '-01-01' AND opened <= $(printf "$W" court_year) || '-12-31' ORDER BY opened, case_number LIMIT 51"

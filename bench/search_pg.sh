@@ -128,6 +128,6 @@ SQL
     fi
     echo "$T: $(psql "$PG/$PGDB" -Atqc "SELECT COUNT(*) || ' rows, ' || pg_size_pretty(pg_total_relation_size('$T')) || ' (names ' || pg_size_pretty(pg_total_relation_size('names')) || ', ' || (SELECT COUNT(*) FROM names) || ' persons)' FROM $T")"
     psql "$PG/$PGDB" -q -c "CREATE OR REPLACE VIEW name_terms AS SELECT * FROM $T"
-    PGOPTIONS="-c plan_cache_mode=force_custom_plan" run "this release, terms of 2-$L letters: exact, walk" \
+    PGOPTIONS="-c plan_cache_mode=force_generic_plan" run "this release, terms of 2-$L letters: exact, walk" \
         "$(pg_search_sql "SELECT exact, arr AS w FROM bench_t WHERE i = :i");"
 done
