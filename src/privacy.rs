@@ -580,6 +580,20 @@ mod tests {
         assert_eq!(p.unseal(&t, 1), None);
     }
 
+    /// A stored document cut inside a `person_id` (a spoiled row) is an error to report,
+    /// not a panic, with or without an escape before the cut.
+    #[test]
+    fn a_cut_person_id_is_an_error() {
+        let p = Privacy::from_hex(&"11".repeat(32)).unwrap();
+        for doc in [
+            r#"{"person_id":"abc"#,
+            r#"{"person_id":"ab"#,
+            r#"{"person_id":""#,
+        ] {
+            assert!(p.mask_text(doc).is_err(), "{doc}");
+        }
+    }
+
     #[test]
     fn erasure_is_decided_by_the_type_alone() {
         assert!(is_erasure("636", &Note::Absent));

@@ -136,36 +136,51 @@ pub async fn write(
     docs: &[(Option<i64>, &PartyDoc)],
 ) -> Result<(), ProjectionError> {
     if tx.is_postgres() {
-        let rows: Vec<Vec<Val>> = docs
+        // Each person's terms, and the (term, latest action) pairs they add.
+        let (mut pair_terms, mut pair_latest) = (Vec::new(), Vec::new());
+        let mut rows: Vec<Vec<Val>> = Vec::with_capacity(docs.len());
+        for (_, d) in docs {
+            let w = words_of(d);
+            let terms = prefix_terms(&w);
+            for t in terms.split_whitespace() {
+                pair_terms.push(t.to_string());
+                pair_latest.push(d.latest_action_id);
+            }
+            rows.push(vec![
+                d.case_number.as_str().into(),
+                d.court.as_str().into(),
+                d.person_id.as_str().into(),
+                w.join(" ").into(),
+                terms.into(),
+                exact_key(&w).into(),
+                birth_year(d).into(),
+                d.role.clone().into(),
+                d.kind.clone().into(),
+                d.latest_action_id.into(),
+            ]);
+        }
+        // The terms of the persons' earlier rows go first, found by the terms their
+        // person rows hold; then the rows are replaced and their terms added. Every
+        // statement finds its rows by a key: a rebuild builds the other indexes only at
+        // its end.
+        let earlier: Vec<&PartyDoc> = docs
             .iter()
-            .map(|(_, d)| {
-                let w = words_of(d);
-                vec![
-                    d.case_number.as_str().into(),
-                    d.court.as_str().into(),
-                    d.person_id.as_str().into(),
-                    w.join(" ").into(),
-                    prefix_terms(&w).into(),
-                    exact_key(&w).into(),
-                    birth_year(d).into(),
-                    d.role.clone().into(),
-                    d.kind.clone().into(),
-                    d.latest_action_id.into(),
-                ]
-            })
+            .filter(|(old, _)| old.is_some())
+            .map(|(_, d)| *d)
             .collect();
-        // The terms of the persons' earlier rows go first (found by the terms their
-        // person rows hold, each by the term table's key), then the rows are replaced
-        // and their terms added.
-        let olds: Vec<i64> = docs.iter().filter_map(|(old, _)| *old).collect();
-        if !olds.is_empty() {
+        if !earlier.is_empty() {
             tx.exec(
                 &format!(
-                    "DELETE FROM name_terms_v{v} t USING names_v{v} n \
-                     WHERE n.latest = ANY(CAST($1 AS BIGINT[])) AND t.latest = n.latest \
-                     AND t.term = ANY(string_to_array(n.terms, ' '))"
+                    "DELETE FROM name_terms_v{v} t USING names_v{v} n, \
+                     unnest(CAST($1 AS TEXT[]), CAST($2 AS TEXT[]), CAST($3 AS TEXT[])) AS k(c, ct, p) \
+                     WHERE n.case_number = k.c AND n.court = k.ct AND n.person_id = k.p \
+                     AND t.latest = n.latest AND t.term = ANY(string_to_array(n.terms, ' '))"
                 ),
-                &[int_array(&olds)],
+                &[
+                    text_array(earlier.iter().map(|d| d.case_number.as_str())),
+                    text_array(earlier.iter().map(|d| d.court.as_str())),
+                    text_array(earlier.iter().map(|d| d.person_id.as_str())),
+                ],
             )
             .await?;
         }
@@ -187,16 +202,19 @@ pub async fn write(
             &rows,
         )
         .await?;
-        let news: Vec<i64> = docs.iter().map(|(_, d)| d.latest_action_id).collect();
-        tx.exec(
-            &format!(
-                "INSERT INTO name_terms_v{v} (term, latest) \
-                 SELECT DISTINCT unnest(string_to_array(terms, ' ')), latest FROM names_v{v} \
-                 WHERE latest = ANY(CAST($1 AS BIGINT[])) ON CONFLICT DO NOTHING"
-            ),
-            &[int_array(&news)],
-        )
-        .await?;
+        if !pair_terms.is_empty() {
+            tx.exec(
+                &format!(
+                    "INSERT INTO name_terms_v{v} (term, latest) \
+                     SELECT * FROM unnest(CAST($1 AS TEXT[]), CAST($2 AS BIGINT[])) ON CONFLICT DO NOTHING"
+                ),
+                &[
+                    text_array(pair_terms.iter().map(String::as_str)),
+                    int_array(&pair_latest),
+                ],
+            )
+            .await?;
+        }
         return Ok(());
     }
     // FTS5 finds a row fast only by its rowid: the latest action it was indexed under.
@@ -228,6 +246,16 @@ pub async fn write(
 fn int_array(ids: &[i64]) -> Val {
     let items: Vec<String> = ids.iter().map(i64::to_string).collect();
     format!("{{{}}}", items.join(",")).into()
+}
+
+/// A PostgreSQL array of `items`, as text to cast (`CAST($1 AS TEXT[])`): each element
+/// quoted, its backslashes and quotes escaped (a case number holds a space and a slash;
+/// a person ID may hold anything).
+fn text_array<'a>(items: impl Iterator<Item = &'a str>) -> Val {
+    let quoted: Vec<String> = items
+        .map(|s| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\"")))
+        .collect();
+    format!("{{{}}}", quoted.join(",")).into()
 }
 
 /// Removes a person from the index; before their `parties_v{v}` row goes (on SQLite
@@ -367,6 +395,18 @@ mod tests {
             "øs øst øste øster østerb østen"
         );
         assert_eq!(prefix_terms(&[]), "");
+    }
+
+    /// PostgreSQL's array input: elements in double quotes, a backslash before each
+    /// quote and backslash inside (its manual, "Array Value Input").
+    #[test]
+    fn arrays_are_quoted_for_postgres() {
+        assert_eq!(
+            text_array(["INS 1/2020", "a\"b\\c", "", "x,y{}"].into_iter()),
+            Val::from(r#"{"INS 1/2020","a\"b\\c","","x,y{}"}"#)
+        );
+        assert_eq!(int_array(&[3, -1]), Val::from("{3,-1}"));
+        assert_eq!(int_array(&[]), Val::from("{}"));
     }
 
     #[test]
