@@ -1117,3 +1117,73 @@ async fn postgres_search_walks_its_terms_in_rank_order() {
         "{paged} texts match more persons than two pages"
     );
 }
+
+/// No text costs more than its page's walk, however common (issue 37): the truth's most
+/// common two- and three-letter word starts (the texts people type first, `ja`, `nov`)
+/// each match many times a page of debtors, and the PostgreSQL statement of their first
+/// page reads the walked term's rows only up to the page's end (`EXPLAIN ANALYZE`: the
+/// rows of the term table's scan), not every match.
+#[tokio::test]
+async fn a_common_text_reads_one_page_of_its_term() {
+    use isir::read::search::{Search, Tables, Tier, sql};
+    use isir::store::sql::Tx;
+    let (sim, url, _g) = common::sim(6_000, 1000, 59).await;
+    let db = common::fresh_db(Backend::Postgres).await;
+    let app = common::projected(&url, &db).await;
+    // How many published, not erased debtors have a word starting so, per start.
+    let latest = truth_latest(&sim);
+    let mut starts: BTreeMap<String, usize> = BTreeMap::new();
+    for d in sim.truth_debtors() {
+        if d.erased || !published(&latest, &d) {
+            continue;
+        }
+        let mut mine = std::collections::BTreeSet::new();
+        for w in words(&d.person) {
+            for n in [2, 3] {
+                if w.chars().count() >= n {
+                    mine.insert(w.chars().take(n).collect::<String>());
+                }
+            }
+        }
+        for s in mine {
+            *starts.entry(s).or_default() += 1;
+        }
+    }
+    let mut common: Vec<(usize, String)> = starts.into_iter().map(|(s, n)| (n, s)).collect();
+    common.sort_by(|a, b| b.cmp(a));
+    const PAGE: i64 = 5;
+    let mut tx = Tx::begin_read(&app.store).await.unwrap();
+    let at = Tables::of(&mut tx).await.unwrap();
+    for (n, text) in common.iter().take(4) {
+        assert!(
+            *n as i64 >= 4 * PAGE,
+            "{text:?} matches {n} debtors: not common enough"
+        );
+        let s = Search {
+            words: vec![text.clone()],
+            ..Default::default()
+        };
+        let (q, binds) = sql(&s, Tier::Prefix, None, PAGE, at);
+        let plan = tx
+            .texts(&format!("EXPLAIN (ANALYZE, COSTS OFF) {q}"), &binds)
+            .await
+            .unwrap()
+            .join("\n");
+        let walk = plan
+            .lines()
+            .find(|l| l.contains("Scan") && l.contains("name_terms_v1"))
+            .unwrap_or_else(|| panic!("{text:?}: no walk of the term table\n{plan}"));
+        let rows: i64 = walk
+            .split("rows=")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("{text:?}: {walk}"));
+        // (The page, and the few persons named just so, whom the exact tier has.)
+        assert!(
+            rows <= PAGE + 5,
+            "{text:?} ({n} debtors) read {rows} term rows for a page of {PAGE}\n{plan}"
+        );
+    }
+    tx.commit().await.unwrap();
+}
