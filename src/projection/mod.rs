@@ -278,7 +278,11 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
         }
     }
     if let Some(next) = read_meta(&mut tx, &format!("{}#next", live.name)).await? {
-        b.upgrade(&mut tx, next.version).await?;
+        // (An upgrade drops the views of the tables it builds again: they are the live
+        // version's, so they point at it again.)
+        if b.upgrade(&mut tx, next.version).await? {
+            point_views(&mut tx, b, live.version).await?;
+        }
     }
     // Value samples an earlier release's ANALYZE left (`drop_samples`).
     if drop_samples(&mut tx, None).await? {

@@ -64,34 +64,101 @@ pub(crate) fn cp1250_char(b: u8) -> Option<char> {
     (c.is_alphabetic() || SIGNS.contains(&c)).then_some(c)
 }
 
+/// The windows-1250 reading of `c` when `c` is windows-1250 text misread as UTF-8: a
+/// character of two or more bytes that windows-1250 cannot hold (no Czech text in
+/// UTF-8 has it) whose bytes each read as a letter or sign ([`cp1250_char`]). `ŮŽ` in
+/// windows-1250 is the bytes D9 8E, which UTF-8 reads as U+064E, an Arabic vowel sign.
+/// Only asked of the words that hold bytes which are not UTF-8 (see [`repair`]): in
+/// other words a character windows-1250 cannot hold is the text's own (a foreign name).
+fn misread(c: char) -> Option<Vec<char>> {
+    let mut buf = [0u8; 4];
+    let s = c.encode_utf8(&mut buf);
+    if s.len() == 1 {
+        return None;
+    }
+    let (_, _, unmappable) = encoding_rs::WINDOWS_1250.encode(s);
+    if !unmappable {
+        return None;
+    }
+    s.bytes().map(cp1250_char).collect()
+}
+
+/// Whether `c` continues a word: a letter or digit, or any character beyond ASCII (a
+/// misread one need not be a letter).
+fn word_char(c: char) -> bool {
+    !c.is_ascii() || c.is_ascii_alphanumeric()
+}
+
+/// Appends the UTF-8 text `s`, which starts at `orig` in the body; the characters of its
+/// first word (`lead`: a repaired windows-1250 sequence ends right before it) and of its
+/// last (`trail`: one starts right after it) that are windows-1250 text misread
+/// ([`misread`]) are decoded as windows-1250, each a [`Run`] of its own.
+fn push_utf8(out: &mut Repaired, s: &str, orig: usize, lead: bool, trail: bool) {
+    if !lead && !trail {
+        out.text.push_str(s);
+        return;
+    }
+    let first_end = s
+        .char_indices()
+        .find(|(_, c)| !word_char(*c))
+        .map_or(s.len(), |(i, _)| i);
+    let last_start = s
+        .char_indices()
+        .rev()
+        .find(|(_, c)| !word_char(*c))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    for (i, c) in s.char_indices() {
+        let in_word = (lead && i < first_end) || (trail && i >= last_start);
+        match misread(c).filter(|_| in_word) {
+            Some(cs) => {
+                let new = out.text.len();
+                out.text.extend(cs);
+                out.runs.push(Run {
+                    orig: orig + i,
+                    orig_len: c.len_utf8(),
+                    new,
+                    new_len: out.text.len() - new,
+                    ok: true,
+                });
+            }
+            None => out.text.push(c),
+        }
+    }
+}
+
 /// Decodes `body`: UTF-8 as it is, every sequence that is not UTF-8 byte by byte as
-/// windows-1250 where [`cp1250_char`] accepts all its bytes, else cut out. A sequence
-/// cut off by the end of the body ends the text there (a truncated body stays
-/// truncated, as the strict path treats it).
+/// windows-1250 where [`cp1250_char`] accepts all its bytes, else cut out; in a word
+/// holding such a windows-1250 sequence, a character that is windows-1250 text misread
+/// as UTF-8 is decoded as windows-1250 too ([`misread`]). A sequence cut off by the end
+/// of the body ends the text there (a truncated body stays truncated, as the strict
+/// path treats it).
 pub(crate) fn repair(body: &[u8]) -> Repaired {
     let mut out = Repaired {
         text: String::with_capacity(body.len() + 64),
         runs: Vec::new(),
     };
     let mut at = 0;
+    // Whether a windows-1250 sequence was repaired right before `at`.
+    let mut after_cp1250 = false;
     while at < body.len() {
         match std::str::from_utf8(&body[at..]) {
             Ok(s) => {
-                out.text.push_str(s);
+                push_utf8(&mut out, s, at, after_cp1250, false);
                 break;
             }
             Err(e) => {
                 let valid = e.valid_up_to();
-                out.text
-                    .push_str(std::str::from_utf8(&body[at..at + valid]).unwrap_or_default());
+                let good = std::str::from_utf8(&body[at..at + valid]).unwrap_or_default();
                 let Some(len) = e.error_len() else {
                     // Cut inside a character at the very end.
+                    push_utf8(&mut out, good, at, after_cp1250, false);
                     break;
                 };
                 let bad = &body[at + valid..at + valid + len];
                 let chars: Option<Vec<char>> = bad.iter().map(|b| cp1250_char(*b)).collect();
-                let new = out.text.len();
                 let ok = chars.is_some();
+                push_utf8(&mut out, good, at, after_cp1250, ok);
+                let new = out.text.len();
                 if let Some(cs) = chars {
                     out.text.extend(cs);
                 }
@@ -102,6 +169,7 @@ pub(crate) fn repair(body: &[u8]) -> Repaired {
                     new_len: out.text.len() - new,
                     ok,
                 });
+                after_cp1250 = ok;
                 at += valid + len;
             }
         }
@@ -138,6 +206,35 @@ mod tests {
             }]
         );
         assert!(!r.text.contains('\u{fffd}'));
+    }
+
+    /// Windows-1250 bytes that happen to be UTF-8 (`ŮŽ` is D9 8E, UTF-8's U+064E) are
+    /// read as windows-1250 in a word that holds bytes which are not UTF-8, before or
+    /// after them; a UTF-8 word of the text's own (Cyrillic, in another word) stays; the
+    /// positions after the word still map back to the bytes received.
+    #[test]
+    fn windows_1250_read_as_utf8_inside_a_repaired_word_is_repaired() {
+        for name in ["RŮŽIČKOVÁ", "ČERNÝŮŽ", "ŮŽ Dvořák"] {
+            let (cp, _, bad) = encoding_rs::WINDOWS_1250.encode(name);
+            assert!(!bad);
+            let mut body = b"<n>".to_vec();
+            body.extend_from_slice(&cp);
+            body.extend_from_slice(" Дмитрий</n><x/>".as_bytes());
+            let r = repair(&body);
+            let want = format!("<n>{name} Дмитрий</n><x/>");
+            if name.starts_with("ŮŽ ") {
+                // `ŮŽ` alone in its word is valid UTF-8 there: nothing says it is not.
+                assert_eq!(r.text, want.replacen("ŮŽ", "\u{64e}", 1), "{name}");
+            } else {
+                assert_eq!(r.text, want, "{name}");
+            }
+            assert!(r.runs.iter().all(|x| x.ok), "{name}");
+            let x = r.text.find("<x/>").unwrap();
+            assert_eq!(&body[r.to_orig(x)..r.to_orig(x) + 4], b"<x/>", "{name}");
+        }
+        assert_eq!(misread('\u{64e}'), Some(vec!['Ů', 'Ž']));
+        assert_eq!(misread('ř'), None, "windows-1250 holds it");
+        assert_eq!(misread('a'), None);
     }
 
     #[test]
