@@ -20,11 +20,18 @@
 #   MUTANTS_ITERATE=1     skip the mutants an earlier run already caught.
 #   MUTANTS_SHARD=K/N     only the K-th of N parts of each module's mutants (K from 0),
 #                         so that a long module can be run over several sittings.
+#   MUTANTS_RE=REGEX      only the mutants whose names match (cargo-mutants' --re), e.g.
+#                         'privacy.rs:(2[89]|3)[0-9][0-9]:' to go on from line 280.
+#
+# Test builds here carry no debug information (CARGO_PROFILE_DEV_DEBUG=0 unless set):
+# linking the test binaries of every mutant is most of its time, and a mutant's outcome
+# needs no debugger. The first build in a tree is therefore a full one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export ISIR_TEST_PG="${ISIR_TEST_PG:-postgres://postgres@127.0.0.1:5432/postgres}"
 export ISIR_TEST_REDIS="${ISIR_TEST_REDIS:-redis://127.0.0.1:6379}"
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-0}"
 
 if ! cargo mutants --version >/dev/null 2>&1; then
     echo "mutants.sh: cargo-mutants is missing: cargo install cargo-mutants --locked" >&2
@@ -59,6 +66,7 @@ args=()
 if [ "${MUTANTS_IN_PLACE:-}" = 1 ]; then args+=(--in-place); else args+=(--copy-target true); fi
 if [ -n "${MUTANTS_TIMEOUT:-}" ]; then args+=(--timeout "$MUTANTS_TIMEOUT"); fi
 if [ "${MUTANTS_ITERATE:-}" = 1 ]; then args+=(--iterate); fi
+if [ -n "${MUTANTS_RE:-}" ]; then args+=(--re "$MUTANTS_RE"); fi
 if [ -n "${MUTANTS_SHARD:-}" ]; then
     if ! [[ "$MUTANTS_SHARD" =~ ^[0-9]+/[1-9][0-9]*$ ]]; then
         echo "mutants.sh: MUTANTS_SHARD must be K/N (K from 0 to N-1), not '$MUTANTS_SHARD'" >&2

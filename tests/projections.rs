@@ -463,8 +463,54 @@ async fn projections_match_truth_postgres() {
     projections_match_truth(Backend::Postgres).await;
 }
 
+/// The name-search index as rows to compare: each person's row (but SQLite's `prow`,
+/// the rowid of their `parties` row, which a rebuild numbers anew) and on PostgreSQL
+/// every (term, latest action) row.
+async fn name_index(store: &Store) -> Vec<String> {
+    let v = count(
+        store,
+        "SELECT version FROM proj_meta WHERE name = $1",
+        "parties",
+    )
+    .await;
+    if matches!(store, Store::Postgres(_)) {
+        let mut rows = texts(
+            store,
+            &format!(
+                "SELECT case_number || '|' || court || '|' || person_id || '|' || words || '|' || terms \
+                 || '|' || exact || '|' || COALESCE(CAST(birth_year AS TEXT), '') || '|' || COALESCE(role, '') \
+                 || '|' || COALESCE(kind, '') || '|' || CAST(latest AS TEXT) FROM names_v{v} ORDER BY 1"
+            ),
+            &[],
+        )
+        .await;
+        rows.extend(
+            texts(
+                store,
+                &format!(
+                    "SELECT 'term ' || term || '|' || CAST(latest AS TEXT) FROM name_terms_v{v} ORDER BY 1"
+                ),
+                &[],
+            )
+            .await,
+        );
+        rows
+    } else {
+        texts(
+            store,
+            &format!(
+                "SELECT CAST(rowid AS TEXT) || '|' || words || '|' || tags || '|' || exact || '|' || case_number \
+                 || '|' || court || '|' || person_id FROM names_v{v} ORDER BY rowid"
+            ),
+            &[],
+        )
+        .await
+    }
+}
+
 /// Built incrementally in small steps while pages arrive, or rebuilt side by side in one
-/// go: the same projections.
+/// go: the same projections, name-search index and (on PostgreSQL) its term table
+/// included, which a rebuild fills at its end.
 #[tokio::test]
 async fn rebuild_equals_incremental() {
     for b in BOTH {
@@ -483,6 +529,13 @@ async fn rebuild_equals_incremental() {
         }
         let incremental = dump(&app.store).await;
         assert!(incremental["cases"].len() > 500);
+        let names = name_index(&app.store).await;
+        assert!(
+            names.len() > 1000
+                && (b == Backend::Sqlite || names.iter().any(|r| r.starts_with("term "))),
+            "{} index rows",
+            names.len()
+        );
         for n in projection::NAMES {
             let m = projection::rebuild(&app.store, n, 5000).await.unwrap();
             assert_eq!(m.version, 2);
@@ -491,6 +544,11 @@ async fn rebuild_equals_incremental() {
         let rebuilt = dump(&app.store).await;
         for (k, v) in &incremental {
             assert_eq!(v, &rebuilt[k], "{k} on {b:?}");
+        }
+        let again = name_index(&app.store).await;
+        assert_eq!(names.len(), again.len(), "name index rows on {b:?}");
+        for (a, r) in names.iter().zip(&again) {
+            assert_eq!(a, r, "the name index on {b:?}");
         }
         // The old version is gone; a second rebuild works too.
         assert_eq!(

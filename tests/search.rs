@@ -785,18 +785,7 @@ async fn search(b: Backend) {
     // A store of an earlier release has its index in the earlier form (on SQLite the
     // rowid was the person's row, on PostgreSQL no latest action): `ensure` builds it
     // again in this release's form, with the same answers.
-    let earlier = if b == Backend::Postgres {
-        format!(
-            "CREATE TABLE names_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
-             words TEXT NOT NULL, exact TEXT NOT NULL, birth_year BIGINT, PRIMARY KEY (case_number, court, person_id))"
-        )
-    } else {
-        format!(
-            "CREATE VIRTUAL TABLE names_v{v} USING fts5(words, exact UNINDEXED, case_number UNINDEXED, \
-             court UNINDEXED, person_id UNINDEXED, birth_year UNINDEXED, \
-             tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3')"
-        )
-    };
+    let earlier = earlier_names(b, &v);
     let mut tx = isir::store::sql::Tx::begin(&app.store).await.unwrap();
     tx.exec("DROP VIEW names", &[]).await.unwrap();
     tx.exec(&format!("DROP TABLE names_v{v}"), &[])
@@ -817,6 +806,157 @@ async fn search(b: Backend) {
         before,
         "an earlier release's index is built again"
     );
+}
+
+/// The first `n` debtors of the truth who are natural persons with a given name and
+/// not erased.
+fn natural_debtors(sim: &isir::sim::Simulator, n: usize) -> Vec<isir::sim::TruthDebtor> {
+    let people: Vec<_> = sim
+        .truth_debtors()
+        .into_iter()
+        .filter(|d| !d.erased && d.person.first_name.is_some())
+        .take(n)
+        .collect();
+    assert_eq!(people.len(), n, "natural debtors in the truth");
+    people
+}
+
+/// The name index of version `v` in an earlier release's form: on SQLite the FTS5 rowid
+/// was the person's row (no `prow`), on PostgreSQL there was no latest action and no
+/// term table.
+fn earlier_names(b: Backend, v: &str) -> String {
+    if b == Backend::Postgres {
+        format!(
+            "CREATE TABLE names_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
+             words TEXT NOT NULL, exact TEXT NOT NULL, birth_year BIGINT, PRIMARY KEY (case_number, court, person_id))"
+        )
+    } else {
+        format!(
+            "CREATE VIRTUAL TABLE names_v{v} USING fts5(words, exact UNINDEXED, case_number UNINDEXED, \
+             court UNINDEXED, person_id UNINDEXED, birth_year UNINDEXED, \
+             tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3')"
+        )
+    }
+}
+
+/// A rebuild in progress (`parties#next`, version 2) that an earlier release left with
+/// its name index in the earlier form: opening the projections builds that index again
+/// in this release's form (and on PostgreSQL makes the live version's latest action a
+/// unique key), and the live version's search stays as it was, its views
+/// (`names`, and `name_terms` on PostgreSQL) on version 1 and every answer the same.
+/// (Building the next version's index drops the views it finds; without pointing them
+/// at the live version again, every search was a 503 until the rebuild's swap.)
+async fn a_rebuild_in_progress_made_before(b: Backend) {
+    use isir::read::search::{Search, Tables, search};
+    use isir::store::sql::Tx;
+    let (sim, url, _g) = common::sim(3_000, 1000, 49).await;
+    let db = common::fresh_db(b).await;
+    let app = common::projected(&url, &db).await;
+    let people = natural_debtors(&sim, 6);
+    let answers = || async {
+        let mut tx = Tx::begin_read(&app.store).await.unwrap();
+        let at = Tables::of(&mut tx).await.unwrap();
+        let mut out = Vec::new();
+        for d in &people {
+            let name = d.person.name.clone().unwrap();
+            let s = Search {
+                words: fold(&name),
+                ..Default::default()
+            };
+            let hits = search(&mut tx, at, &s, None, 100_000)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {} {}", e.status, e.detail));
+            assert!(
+                hits.iter().any(|h| {
+                    let v: Value = serde_json::from_str(&h.doc).unwrap();
+                    v["case_number"] == d.case_number.as_str() && v["name"] == name.as_str()
+                }),
+                "{name} found in {}",
+                d.case_number
+            );
+            out.push(hits.into_iter().map(|h| h.doc).collect::<Vec<_>>());
+        }
+        tx.commit().await.unwrap();
+        out
+    };
+    let before = answers().await;
+    let views = |name: &'static str| {
+        let store = app.store.clone();
+        async move {
+            let sql = if b == Backend::Postgres {
+                "SELECT definition FROM pg_views WHERE viewname = $1"
+            } else {
+                "SELECT sql FROM sqlite_master WHERE type = 'view' AND name = $1"
+            };
+            common::texts(&store, sql, &[name.into()]).await
+        }
+    };
+    let mut tx = Tx::begin(&app.store).await.unwrap();
+    tx.exec("CREATE TABLE parties_v2 AS SELECT * FROM parties_v1", &[])
+        .await
+        .unwrap();
+    tx.exec(&earlier_names(b, "2"), &[]).await.unwrap();
+    if b == Backend::Postgres {
+        // And the live version's latest action indexed as before it was unique.
+        tx.exec("DROP INDEX names_v1_latest_key", &[])
+            .await
+            .unwrap();
+        tx.exec("CREATE INDEX names_v1_latest ON names_v1 (latest)", &[])
+            .await
+            .unwrap();
+    }
+    tx.exec(
+        "INSERT INTO proj_meta (name, cursor, applied, unknown_codes, unknown_other, unparsed, \
+         erased, updated_at, error, version) SELECT 'parties#next', -1, 0, 0, 0, 0, 0, updated_at, \
+         NULL, 2 FROM proj_meta WHERE name = 'parties'",
+        &[],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+
+    projection::ensure(&app.store, "parties").await.unwrap();
+    let mut live = vec!["names"];
+    if b == Backend::Postgres {
+        live.push("name_terms");
+        let terms = "SELECT COUNT(*) FROM pg_class WHERE relname = $1";
+        assert_eq!(
+            common::count(&app.store, terms, "name_terms_v2").await,
+            1,
+            "the next version's term table built"
+        );
+        let indexes = common::texts(
+            &app.store,
+            "SELECT indexdef FROM pg_indexes WHERE tablename = 'names_v1' AND indexdef LIKE $1",
+            &["%(latest)".into()],
+        )
+        .await;
+        assert_eq!(
+            indexes,
+            ["CREATE UNIQUE INDEX names_v1_latest_key ON public.names_v1 USING btree (latest)"],
+            "the latest action unique, the earlier index gone"
+        );
+    }
+    for t in live {
+        let v = views(t).await;
+        assert_eq!(v.len(), 1, "the view {t} is there");
+        assert!(
+            v[0].contains(&format!("{t}_v1")) && !v[0].contains(&format!("{t}_v2")),
+            "the view {t} is the live version's: {}",
+            v[0]
+        );
+    }
+    assert_eq!(answers().await, before, "the same answers");
+}
+
+#[tokio::test]
+async fn a_rebuild_in_progress_made_before_keeps_search_sqlite() {
+    a_rebuild_in_progress_made_before(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_rebuild_in_progress_made_before_keeps_search_postgres() {
+    a_rebuild_in_progress_made_before(Backend::Postgres).await;
 }
 
 fn tier_full(r: &Value, full: &str) -> bool {
@@ -856,13 +996,7 @@ async fn an_earlier_name_index_is_rebuilt_on_postgres() {
     let (sim, url, _g) = common::sim(6_000, 1000, 47).await;
     let db = common::fresh_db(Backend::Postgres).await;
     let app = common::projected(&url, &db).await;
-    let people: Vec<_> = sim
-        .truth_debtors()
-        .into_iter()
-        .filter(|d| !d.erased && d.person.first_name.is_some())
-        .take(12)
-        .collect();
-    assert_eq!(people.len(), 12);
+    let people = natural_debtors(&sim, 12);
     let mut texts = Vec::new();
     for d in &people {
         let sur = fold(d.person.name.as_ref().unwrap()).join(" ");

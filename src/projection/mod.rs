@@ -89,6 +89,11 @@ pub trait Builder: Send + Sync {
     fn tables(&self, pg: bool) -> &'static [&'static str];
     /// CREATE statements for version `v`.
     fn ddl(&self, v: i64, pg: bool) -> Vec<String>;
+    /// Indexes of version `v` that an earlier release made and this one replaced: the
+    /// upgrade of a version drops them once their replacements exist.
+    fn retired_indexes(&self, _v: i64, _pg: bool) -> Vec<String> {
+        Vec::new()
+    }
     /// Whether the builder's state is per case (apart from order-independent sums), so a
     /// rebuild may apply the replica case by case instead of in ID order.
     fn per_case(&self) -> bool {
@@ -98,6 +103,11 @@ pub trait Builder: Send + Sync {
     /// fills what is missing); whether it changed anything.
     async fn upgrade(&self, _tx: &mut Tx, _v: i64) -> Result<bool, ProjectionError> {
         Ok(false)
+    }
+    /// Fills what version `v` left for its indexes to find, just before its secondary
+    /// indexes are built (at a rebuild's end, or when an upgrade adds a missing one).
+    async fn before_indexes(&self, _tx: &mut Tx, _v: i64) -> Result<(), ProjectionError> {
+        Ok(())
     }
     /// Fills a new version with what it starts from (e.g. the seeded code list).
     async fn seed(&self, _tx: &mut Tx, _v: i64) -> Result<(), ProjectionError> {
@@ -161,6 +171,16 @@ async fn write_meta(tx: &mut Tx, m: &Meta) -> Result<(), ProjectionError> {
     Ok(())
 }
 
+/// The index a `CREATE [UNIQUE] INDEX` statement makes, and the statement with
+/// `IF NOT EXISTS`; `None` for any other statement.
+fn index_of(stmt: &str) -> Option<(&str, String)> {
+    let (create, rest) = ["CREATE INDEX ", "CREATE UNIQUE INDEX "]
+        .into_iter()
+        .find_map(|c| stmt.strip_prefix(c).map(|r| (c, r)))?;
+    let name = rest.split_whitespace().next()?;
+    Some((name, format!("{create}IF NOT EXISTS {rest}")))
+}
+
 /// Creates version `v`'s tables; their secondary indexes too, unless `defer_indexes`
 /// (a rebuild creates them once, just before the swap: bulk-building an index is much
 /// cheaper than keeping it up row by row).
@@ -175,7 +195,7 @@ async fn create_version(
             .await?;
     }
     for stmt in b.ddl(v, tx.is_postgres()) {
-        if defer_indexes && stmt.starts_with("CREATE INDEX") {
+        if defer_indexes && index_of(&stmt).is_some() {
             continue;
         }
         tx.exec(&stmt, &[]).await?;
@@ -184,16 +204,11 @@ async fn create_version(
 }
 
 async fn create_indexes(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
-    for stmt in b
-        .ddl(v, tx.is_postgres())
-        .into_iter()
-        .filter(|s| s.starts_with("CREATE INDEX"))
-    {
-        tx.exec(
-            &stmt.replacen("CREATE INDEX", "CREATE INDEX IF NOT EXISTS", 1),
-            &[],
-        )
-        .await?;
+    b.before_indexes(tx, v).await?;
+    for stmt in b.ddl(v, tx.is_postgres()) {
+        if let Some((_, if_not_exists)) = index_of(&stmt) {
+            tx.exec(&if_not_exists, &[]).await?;
+        }
     }
     Ok(())
 }
@@ -259,16 +274,24 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
         .into_iter()
         .collect();
     let mut added = Vec::new();
+    b.before_indexes(&mut tx, live.version).await?;
     for stmt in b.ddl(live.version, tx.is_postgres()) {
-        let Some(name) = stmt
-            .strip_prefix("CREATE INDEX ")
-            .and_then(|r| r.split_whitespace().next())
-        else {
+        let Some((name, _)) = index_of(&stmt) else {
             continue;
         };
         if !have.contains(name) {
             tx.exec(&stmt, &[]).await?;
             added.push(name.to_string());
+        }
+    }
+    for name in b.retired_indexes(live.version, tx.is_postgres()) {
+        if have.contains(&name) {
+            tx.exec(&format!("DROP INDEX {name}"), &[]).await?;
+            tracing::info!(
+                builder = live.name,
+                index = name,
+                "an earlier release's index dropped"
+            );
         }
     }
     if !added.is_empty() {
@@ -390,4 +413,31 @@ pub async fn ensure_all(store: &Store) -> Result<(), ProjectionError> {
 /// Binds for an IN list.
 pub fn texts_in(keys: &[String]) -> Vec<Val> {
     keys.iter().map(|k| Val::T(Some(k.clone()))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::index_of;
+
+    /// Unique indexes are indexes too: deferred in a rebuild, made `IF NOT EXISTS` at its
+    /// end, added to a version made before them.
+    #[test]
+    fn an_index_statement_names_its_index() {
+        assert_eq!(
+            index_of("CREATE INDEX t_v1_a ON t_v1 (a)"),
+            Some((
+                "t_v1_a",
+                "CREATE INDEX IF NOT EXISTS t_v1_a ON t_v1 (a)".into()
+            ))
+        );
+        assert_eq!(
+            index_of("CREATE UNIQUE INDEX t_v1_b ON t_v1 (b)"),
+            Some((
+                "t_v1_b",
+                "CREATE UNIQUE INDEX IF NOT EXISTS t_v1_b ON t_v1 (b)".into()
+            ))
+        );
+        assert_eq!(index_of("CREATE TABLE t_v1 (a TEXT)"), None);
+        assert_eq!(index_of("CREATE VIRTUAL TABLE n_v1 USING fts5(w)"), None);
+    }
 }

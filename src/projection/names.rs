@@ -17,7 +17,9 @@
 //! of a search is a walk of one term's rows newest first that stops at the page's end,
 //! the other words probed by the same key (`read::search`). Each person's terms are
 //! also kept in `names_vN.terms`, so that the rows of an earlier latest action can be
-//! found and deleted.
+//! found and deleted. A rebuild leaves the term table empty and without its key until
+//! its indexes are built: then the table is filled from `names_vN.terms` in one
+//! statement and its key built once ([`fill_terms`]), not kept up row by row.
 //!
 //! Written only by the parties builder, in the same step as the row it indexes (an
 //! erased debtor leaves both at once, terms included); read only by
@@ -38,16 +40,17 @@ pub fn ddl(v: i64, pg: bool) -> Vec<String> {
                  words TEXT NOT NULL, terms TEXT NOT NULL, exact TEXT NOT NULL, birth_year BIGINT, role TEXT, \
                  kind TEXT, latest BIGINT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
             ),
-            // The walk's order, and the probe of a person's other terms. (Kept up row
-            // by row even in a rebuild: a person's earlier terms are deleted by it.)
-            format!(
-                "CREATE TABLE name_terms_v{v} (term TEXT NOT NULL, latest BIGINT NOT NULL, \
-                 PRIMARY KEY (term, latest))"
-            ),
+            // One row per (term, person). Its key is the walk's order and the probe of
+            // a person's other terms; it is an index (the name an earlier release's
+            // primary key had), so that a rebuild builds it at its end, after the table
+            // is filled ([`fill_terms`]). Until the key exists, no term is written.
+            format!("CREATE TABLE name_terms_v{v} (term TEXT NOT NULL, latest BIGINT NOT NULL)"),
+            format!("CREATE UNIQUE INDEX name_terms_v{v}_pkey ON name_terms_v{v} (term, latest)"),
             // The exact names newest first.
             format!("CREATE INDEX names_v{v}_exact ON names_v{v} (exact, latest)"),
-            // A walked term's row to its person.
-            format!("CREATE INDEX names_v{v}_latest ON names_v{v} (latest)"),
+            // A walked term's row to its person. Unique, as each action names one
+            // person: a term's row is one person's (as SQLite's rowid makes it there).
+            format!("CREATE UNIQUE INDEX names_v{v}_latest_key ON names_v{v} (latest)"),
         ]
     } else {
         // Prefix indexes of 2 to 4 characters: `nova*` reads one term list, not every
@@ -136,15 +139,18 @@ pub async fn write(
     docs: &[(Option<i64>, &PartyDoc)],
 ) -> Result<(), ProjectionError> {
     if tx.is_postgres() {
+        let kept = terms_kept(tx, v).await?;
         // Each person's terms, and the (term, latest action) pairs they add.
         let (mut pair_terms, mut pair_latest) = (Vec::new(), Vec::new());
         let mut rows: Vec<Vec<Val>> = Vec::with_capacity(docs.len());
         for (_, d) in docs {
             let w = words_of(d);
             let terms = prefix_terms(&w);
-            for t in terms.split_whitespace() {
-                pair_terms.push(t.to_string());
-                pair_latest.push(d.latest_action_id);
+            if kept {
+                for t in terms.split_whitespace() {
+                    pair_terms.push(t.to_string());
+                    pair_latest.push(d.latest_action_id);
+                }
             }
             rows.push(vec![
                 d.case_number.as_str().into(),
@@ -168,7 +174,7 @@ pub async fn write(
             .filter(|(old, _)| old.is_some())
             .map(|(_, d)| *d)
             .collect();
-        if !earlier.is_empty() {
+        if kept && !earlier.is_empty() {
             tx.exec(
                 &format!(
                     "DELETE FROM name_terms_v{v} t USING names_v{v} n, \
@@ -262,15 +268,17 @@ fn text_array<'a>(items: impl Iterator<Item = &'a str>) -> Val {
 /// its latest action is the index row's rowid; on PostgreSQL their terms go first).
 pub async fn delete(tx: &mut Tx, v: i64, key: [&str; 3]) -> Result<(), ProjectionError> {
     let sql = if tx.is_postgres() {
-        tx.exec(
-            &format!(
-                "DELETE FROM name_terms_v{v} t USING names_v{v} n \
+        if terms_kept(tx, v).await? {
+            tx.exec(
+                &format!(
+                    "DELETE FROM name_terms_v{v} t USING names_v{v} n \
                  WHERE n.case_number = $1 AND n.court = $2 AND n.person_id = $3 \
                  AND t.latest = n.latest AND t.term = ANY(string_to_array(n.terms, ' '))"
-            ),
-            &key.map(Val::from),
-        )
-        .await?;
+                ),
+                &key.map(Val::from),
+            )
+            .await?;
+        }
         format!("DELETE FROM names_v{v} WHERE {KEY}")
     } else {
         format!(
@@ -279,6 +287,44 @@ pub async fn delete(tx: &mut Tx, v: i64, key: [&str; 3]) -> Result<(), Projectio
     };
     tx.exec(&sql, &key.map(Val::from)).await?;
     Ok(())
+}
+
+/// Whether version `v`'s term table is kept up row by row: whether its key exists (a
+/// rebuild builds it at its end, [`fill_terms`]). On SQLite there is no term table.
+pub async fn terms_kept(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    if !tx.is_postgres() {
+        return Ok(false);
+    }
+    let key = format!("name_terms_v{v}_pkey");
+    Ok(tx
+        .int(
+            "SELECT COUNT(*) FROM pg_class WHERE oid = to_regclass($1)",
+            &[key.as_str().into()],
+        )
+        .await?
+        .unwrap_or(0)
+        > 0)
+}
+
+/// Fills version `v`'s term table from its persons' rows (`names_vN.terms`) in one
+/// statement, unless it is kept already: what a rebuild does just before it builds the
+/// table's key with its other indexes, and an upgrade before it adds a missing key.
+/// Whatever the table held goes first. Returns the rows it wrote.
+pub async fn fill_terms(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
+    if !tx.is_postgres() || terms_kept(tx, v).await? {
+        return Ok(0);
+    }
+    tx.exec(&format!("DELETE FROM name_terms_v{v}"), &[])
+        .await?;
+    Ok(tx
+        .exec(
+            &format!(
+                "INSERT INTO name_terms_v{v} (term, latest) \
+                 SELECT t.term, n.latest FROM names_v{v} n, unnest(string_to_array(n.terms, ' ')) AS t(term)"
+            ),
+            &[],
+        )
+        .await?)
 }
 
 /// Whether version `v`'s index exists in this release's form: `None` when it does not

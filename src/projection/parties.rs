@@ -211,6 +211,24 @@ impl Builder for Parties {
         ddl
     }
 
+    async fn before_indexes(&self, tx: &mut Tx, v: i64) -> Result<(), ProjectionError> {
+        // A rebuild's term table, filled from its persons' rows before its key is built.
+        let n = super::names::fill_terms(tx, v).await?;
+        if n > 0 {
+            tracing::info!(version = v, terms = n, "parties: name terms filled");
+        }
+        Ok(())
+    }
+
+    fn retired_indexes(&self, v: i64, pg: bool) -> Vec<String> {
+        // (The name index's latest action before it was unique.)
+        if pg {
+            vec![format!("names_v{v}_latest")]
+        } else {
+            Vec::new()
+        }
+    }
+
     async fn upgrade(&self, tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
         if super::names::current(tx, v).await? == Some(true) {
             return Ok(false);
