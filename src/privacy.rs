@@ -628,6 +628,19 @@ mod tests {
             assert!(!r.contains(secret), "{secret} in {r}");
         }
         assert!(r.contains("KSJIMBM") && r.contains("DLUŽNÍK"));
+        // The person block keeps its role and kind under the ID the builders skip (a
+        // block without it would be a new person of that case, with no name).
+        let back = crate::source::parse::parse_note(&r).unwrap();
+        assert_eq!(
+            back.person,
+            Some(Person {
+                id: "REDACTED".into(),
+                role: Some("DLUŽNÍK".into()),
+                kind: Some("F".into()),
+                ..Default::default()
+            })
+        );
+        assert_eq!(back.person_id1.as_deref(), Some("REDACTED"));
         assert_eq!(redact_note(&r), None, "idempotent");
         // A creditor stays.
         let mut c = d.clone();

@@ -395,6 +395,18 @@ async fn search_plan(b: Backend) {
                             first.contains("SCAN n VIRTUAL TABLE INDEX") && first.contains('M'),
                             "{what}: the name index's matches first\n{plan}"
                         );
+                        // FTS5's plan number: its rowid order taken (64), and forward,
+                        // not descending (128): the rowid is the negated latest action.
+                        let num: i64 = first
+                            .split("INDEX ")
+                            .nth(1)
+                            .and_then(|r| r.split(':').next())
+                            .and_then(|n| n.parse().ok())
+                            .unwrap_or_else(|| panic!("{what}: FTS5's plan number\n{plan}"));
+                        assert!(
+                            num & 64 != 0 && num & 128 == 0,
+                            "{what}: the name index walked forward in rowid order\n{plan}"
+                        );
                         if s.court.is_some() {
                             assert!(
                                 plan.contains("SEARCH c USING INDEX"),

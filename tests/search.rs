@@ -177,7 +177,7 @@ async fn search(b: Backend) {
         .await;
         format!(
             "SELECT COUNT(*) FROM names_v{v} n JOIN parties_v{v} p ON p.rowid = n.prow \
-             AND p.latest_action_id = n.rowid AND p.person_id = n.person_id WHERE $1 = $1"
+             AND p.latest_action_id = -n.rowid AND p.person_id = n.person_id WHERE $1 = $1"
         )
     };
     let n = common::count(
@@ -806,6 +806,26 @@ async fn search(b: Backend) {
         before,
         "an earlier release's index is built again"
     );
+    if b == Backend::Sqlite {
+        // The release before this one's SQLite index: the same table, its rowids the
+        // latest actions themselves (now negated, so that FTS5 walks newest first
+        // forward). `ensure` builds it again: the same answers, no positive rowid left.
+        let positive = format!("SELECT COUNT(*) FROM names_v{v} WHERE rowid > 0 AND $1 = $1");
+        let mut tx = isir::store::sql::Tx::begin(&app.store).await.unwrap();
+        tx.exec(&format!("UPDATE names_v{v} SET rowid = -rowid"), &[])
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        assert!(common::count(&app.store, &positive, "x").await > 100);
+        projection::ensure(&app.store, "parties").await.unwrap();
+        assert_eq!(common::count(&app.store, &positive, "x").await, 0);
+        assert_eq!(
+            api.walk(&format!("/v1/search?q={probe}&limit=1000"), None)
+                .await,
+            before,
+            "the release before's index is built again"
+        );
+    }
 }
 
 /// The first `n` debtors of the truth who are natural persons with a given name and

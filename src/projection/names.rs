@@ -4,9 +4,11 @@
 //! person's latest action, which is the index's order: a search reads its matches
 //! newest first and stops at the page's end, however many persons match.
 //!
-//! On SQLite it is an FTS5 table whose rowid is the person's latest action ID (one
-//! action names one person, so the ID is the person's alone): FTS5 walks a match in
-//! rowid order without sorting it. The words are indexed with prefixes, the filters as
+//! On SQLite it is an FTS5 table whose rowid is the person's latest action ID, negated
+//! (one action names one person, so the ID is the person's alone): FTS5 walks a match
+//! in rowid order without sorting it, and newest first is forward, which FTS5 walks
+//! faster than backward (its term lists are read in rowid order). A table of an earlier
+//! release, whose rowids are the IDs themselves, is built again ([`current`]). The words are indexed with prefixes, the filters as
 //! tokens of a second column (`tags`), the rest `UNINDEXED`; `prow` is the person's
 //! `parties` rowid.
 //!
@@ -223,11 +225,12 @@ pub async fn write(
         }
         return Ok(());
     }
-    // FTS5 finds a row fast only by its rowid: the latest action it was indexed under.
-    let del = format!("DELETE FROM names_v{v} WHERE rowid = $1");
+    // FTS5 finds a row fast only by its rowid: the latest action it was indexed under,
+    // negated.
+    let del = format!("DELETE FROM names_v{v} WHERE rowid = -$1");
     let ins = format!(
         "INSERT INTO names_v{v} (rowid, words, tags, exact, case_number, court, person_id, prow) \
-         SELECT $4, $5, $6, $7, case_number, court, person_id, rowid FROM parties_v{v} WHERE {KEY}"
+         SELECT -$4, $5, $6, $7, case_number, court, person_id, rowid FROM parties_v{v} WHERE {KEY}"
     );
     for (old, d) in docs {
         if let Some(old) = old {
@@ -282,7 +285,7 @@ pub async fn delete(tx: &mut Tx, v: i64, key: [&str; 3]) -> Result<(), Projectio
         format!("DELETE FROM names_v{v} WHERE {KEY}")
     } else {
         format!(
-            "DELETE FROM names_v{v} WHERE rowid = (SELECT latest_action_id FROM parties_v{v} WHERE {KEY})"
+            "DELETE FROM names_v{v} WHERE rowid = -(SELECT latest_action_id FROM parties_v{v} WHERE {KEY})"
         )
     };
     tx.exec(&sql, &key.map(Val::from)).await?;
@@ -328,8 +331,8 @@ pub async fn fill_terms(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
 }
 
 /// Whether version `v`'s index exists in this release's form: `None` when it does not
-/// exist, `Some(false)` when it is an earlier release's (ranked by another order, or on
-/// PostgreSQL without the term table).
+/// exist, `Some(false)` when it is an earlier release's (on SQLite ranked by another
+/// order or by the latest action not negated, on PostgreSQL without the term table).
 pub async fn current(tx: &mut Tx, v: i64) -> Result<Option<bool>, ProjectionError> {
     let table = format!("names_v{v}");
     let (exists, column) = if tx.is_postgres() {
@@ -349,8 +352,22 @@ pub async fn current(tx: &mut Tx, v: i64) -> Result<Option<bool>, ProjectionErro
     if tx.int(exists, &[table.as_str().into()]).await?.unwrap_or(0) == 0 {
         return Ok(None);
     }
+    if tx.int(column, &[table.as_str().into()]).await?.unwrap_or(0) == 0 {
+        return Ok(Some(false));
+    }
+    // On SQLite, an earlier release's rowids were the latest actions themselves: one
+    // positive rowid tells (an empty table is either, and written in this form).
     Ok(Some(
-        tx.int(column, &[table.as_str().into()]).await?.unwrap_or(0) > 0,
+        tx.is_postgres()
+            || tx
+                .int(
+                    &format!(
+                        "SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE rowid > 0 LIMIT 1)"
+                    ),
+                    &[],
+                )
+                .await?
+                == Some(0),
     ))
 }
 

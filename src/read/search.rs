@@ -240,7 +240,7 @@ impl Binds {
 
 /// The `FROM` and `WHERE` of the persons of `tier` (every match, tier or not, when
 /// `None`), and the column of their latest action, the order they are read in. On
-/// SQLite the FTS5 table `n`; on PostgreSQL the exact names by their own index, the
+/// SQLite the FTS5 table `n`, whose rowid is the negated latest action; on PostgreSQL the exact names by their own index, the
 /// others by a walk of the term table `t` joined to `n`. A court is the case's.
 fn matches(
     s: &Search,
@@ -319,27 +319,35 @@ pub fn sql(
     let pg = at == Tables::Views;
     let mut b = Binds::default();
     let (from, mut conds, latest) = matches(s, at, Some(tier), &mut b);
+    // Newest first: on PostgreSQL down the latest action; on SQLite, whose rowid is the
+    // negated latest action, up the rowid (FTS5 walks its lists forward faster).
     if let Some(l) = before {
-        conds.push(format!("{latest} < {}", b.add(l)));
+        conds.push(if pg {
+            format!("{latest} < {}", b.add(l))
+        } else {
+            format!("{latest} > {}", b.add(-l))
+        });
     }
     let lim = b.add(limit);
-    let (pick, page_join) = if pg {
+    let (pick, page_join, order) = if pg {
         (
             format!("{latest} AS latest, n.case_number, n.court, n.person_id"),
             format!(
                 "JOIN {parties} p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id"
             ),
+            format!("{latest} DESC"),
         )
     } else {
         // (`h` outside: left to itself, SQLite 3.46 scans every person against a
         // Bloom filter of the page's rowids.)
         (
-            "n.rowid AS latest, n.prow AS rid".to_string(),
+            format!("-{latest} AS latest, n.prow AS rid"),
             format!("CROSS JOIN {parties} p ON p.rowid = h.rid"),
+            latest.to_string(),
         )
     };
     let sql = format!(
-        "WITH h AS (SELECT {pick} FROM {from} WHERE {} ORDER BY {latest} DESC LIMIT {lim}) \
+        "WITH h AS (SELECT {pick} FROM {from} WHERE {} ORDER BY {order} LIMIT {lim}) \
          SELECT '{}|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h {page_join} ORDER BY h.latest DESC",
         conds.join(" AND "),
         tier as i64,
