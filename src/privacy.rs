@@ -617,6 +617,7 @@ mod tests {
                 kind: Some("F".into()),
                 birth_number: Some("850101/1234".into()),
                 name: Some("Novák".into()),
+                left_case: Some("2021-03-04".into()),
                 ..Default::default()
             }),
             person_id1: Some("NOVÁKJAN010185 1".into()),
@@ -628,8 +629,9 @@ mod tests {
             assert!(!r.contains(secret), "{secret} in {r}");
         }
         assert!(r.contains("KSJIMBM") && r.contains("DLUŽNÍK"));
-        // The person block keeps its role and kind under the ID the builders skip (a
-        // block without it would be a new person of that case, with no name).
+        // The person block keeps its role, kind and the date it left the case, under
+        // the ID the builders skip (a block without it would be a new person of that
+        // case, with no name).
         let back = crate::source::parse::parse_note(&r).unwrap();
         assert_eq!(
             back.person,
@@ -637,6 +639,7 @@ mod tests {
                 id: "REDACTED".into(),
                 role: Some("DLUŽNÍK".into()),
                 kind: Some("F".into()),
+                left_case: Some("2021-03-04".into()),
                 ..Default::default()
             })
         );
@@ -650,5 +653,22 @@ mod tests {
         // What does not parse is not kept.
         let r = redact_note("<udalost><osoba>NOVÁKJAN010185 1 850101/1234").unwrap();
         assert!(!r.contains("850101") && !r.contains("NOV"));
+        // It is an empty note of schema `redacted` (docs/PRIVACY.md), which says so.
+        let back = crate::source::parse::parse_note(&r).unwrap();
+        assert_eq!(back.schema_version.as_deref(), Some("redacted"));
+        assert_eq!(back.person, None);
+    }
+
+    /// A refusal of this role is PostgreSQL's SQLSTATE 42501 `insufficient_privilege`
+    /// (its manual's appendix A), and nothing else: not an undefined table (42P01), a
+    /// cancelled statement (57014) or a row not found.
+    #[test]
+    fn only_insufficient_privilege_is_a_denial() {
+        use crate::read::limit::tests::pg;
+        assert!(denied_sql(&pg("42501")));
+        for code in ["42P01", "57014", "08006", "42500"] {
+            assert!(!denied_sql(&pg(code)), "{code}");
+        }
+        assert!(!denied_sql(&sqlx::Error::RowNotFound));
     }
 }

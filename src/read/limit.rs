@@ -195,7 +195,7 @@ pub async fn page(state: &ReadState, plans: Plans) -> Result<Tx, Problem> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::{Error, ErrorKind};
 
@@ -236,8 +236,8 @@ mod tests {
         }
     }
 
-    /// A database error with this SQLSTATE.
-    fn pg(code: &'static str) -> sqlx::Error {
+    /// A database error with this SQLSTATE (also the privacy module's tests').
+    pub(crate) fn pg(code: &'static str) -> sqlx::Error {
         #[derive(Debug)]
         struct Db(&'static str);
         impl std::fmt::Display for Db {
