@@ -343,6 +343,30 @@ fn a_body_cut_inside_a_character_is_truncated_not_invalid() {
     );
 }
 
+/// The newest-ID answer is read as strictly as a page: cut inside a character it is
+/// truncated (to retry), a byte that is not UTF-8 inside it is named.
+#[test]
+fn a_newest_id_answer_cut_or_not_utf8_says_which() {
+    let b = fixture("last-id.xml");
+    let i = b.windows(6).position(|w| w == b"<stav>").unwrap() + 6;
+    // Cut after the first byte of a `Č` (C4 8C) where the status would begin.
+    let mut cut = b[..i].to_vec();
+    cut.push(0xc4);
+    let r = parse_last_id_response(&cut);
+    assert!(
+        matches!(&r, Err(SourceError::Retryable(m)) if m.contains("truncated")),
+        "{r:?}"
+    );
+    let mut bad = b.clone();
+    let j = bad.windows(8).position(|w| w == b"Envelope").unwrap();
+    bad[j + 1] = 0xfe;
+    let r = parse_last_id_response(&bad);
+    assert!(
+        matches!(&r, Err(SourceError::Invalid(m)) if m == &format!("the body is not UTF-8 at byte {}", j + 1)),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn invalid_utf8_anywhere_in_the_body_is_named_with_its_byte() {
     let mut b = fixture("page-mixed.xml");

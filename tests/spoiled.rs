@@ -98,9 +98,70 @@ fn a_record_out_of_order_is_held_back_alone() {
     let p = parse_data_response(&page, truth[0].id - 1).unwrap();
     let held: Vec<_> = p.held().map(|s| (s.id, s.reason)).collect();
     assert_eq!(held, vec![(Some(truth[3].id), SpoilReason::OutOfOrder)]);
+    // It says which bound it broke: the record before it in the page, which is the one
+    // that followed it (`BackId` sends it after that one).
+    let detail = p.held().next().unwrap().detail.clone();
+    assert_eq!(
+        detail,
+        format!("id is not above the record before it ({})", truth[4].id)
+    );
     let mut want = truth.clone();
     want.remove(3);
     assert_eq!(p.actions().cloned().collect::<Vec<_>>(), want);
+    // A first record not above the ID asked after: that bound, named.
+    let (clean, _) = isir::sim::spoil::render_page(&truth, 0, |_| None);
+    let p = parse_data_response(&clean, truth[0].id).unwrap();
+    let held: Vec<_> = p
+        .held()
+        .map(|s| (s.id, s.reason, s.detail.clone()))
+        .collect();
+    assert_eq!(
+        held,
+        vec![(
+            Some(truth[0].id),
+            SpoilReason::OutOfOrder,
+            format!("id is not above the requested ID {}", truth[0].id)
+        )]
+    );
+    assert_eq!(
+        p.actions().cloned().collect::<Vec<_>>(),
+        truth[1..].to_vec()
+    );
+}
+
+/// A record that fails on its own and also holds bytes that are neither UTF-8 nor
+/// windows-1250 (0x98 is undefined in windows-1250): held back for its encoding, the
+/// field it lacks named too, its bytes as received.
+#[test]
+fn a_record_both_undecodable_and_incomplete_is_held_for_its_encoding() {
+    let body = hand_page();
+    let whole = record_bytes(&body, 79500013);
+    // Its `č` (C4 8D) replaced by a byte no encoding the register uses knows.
+    let at = whole.windows(2).position(|w| w == [0xc4, 0x8d]).unwrap();
+    let mut bad = whole[..at].to_vec();
+    bad.push(0x98);
+    bad.extend_from_slice(&whole[at + 2..]);
+    let start = body.windows(whole.len()).position(|w| w == whole).unwrap();
+    let mut spoiled = body[..start].to_vec();
+    spoiled.extend_from_slice(&bad);
+    spoiled.extend_from_slice(&body[start + whole.len()..]);
+    let p = parse_data_response(&spoiled, 79500000).unwrap();
+    let s = p.held().find(|s| s.id == Some(79500013)).unwrap();
+    assert_eq!(s.reason, SpoilReason::Encoding);
+    assert!(
+        s.detail
+            .starts_with("bytes that are neither UTF-8 nor windows-1250 text; ")
+            && s.detail.contains("spisovaZnacka"),
+        "{}",
+        s.detail
+    );
+    assert_eq!(s.raw, bad);
+    // The page's other records as before.
+    let before = parse_data_response(&body, 79500000).unwrap();
+    assert_eq!(
+        p.actions().cloned().collect::<Vec<_>>(),
+        before.actions().cloned().collect::<Vec<_>>()
+    );
 }
 
 // ---------------------------------------------------------------------------------------
