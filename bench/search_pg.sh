@@ -39,7 +39,7 @@ CREATE TABLE parties (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id 
   doc TEXT NOT NULL, PRIMARY KEY (case_number, court, person_id));
 CREATE TABLE cases (case_number TEXT PRIMARY KEY, court_short TEXT, latest_action_id BIGINT NOT NULL);
 SQL
-    sqlite3 -csv "$DB" "SELECT n.case_number, n.court, n.person_id, n.words, n.exact, CAST(substr(json_extract(p.doc, '$.birth_date'), 1, 4) AS INTEGER), p.role, p.kind, n.rowid FROM names_v$PV n CROSS JOIN parties_v$PV p ON p.rowid = n.prow" \
+    sqlite3 -csv "$DB" "SELECT n.case_number, n.court, n.person_id, n.words, n.exact, CAST(substr(json_extract(p.doc, '$.birth_date'), 1, 4) AS INTEGER), p.role, p.kind, abs(n.rowid) FROM names_v$PV n CROSS JOIN parties_v$PV p ON p.rowid = n.prow" \
         | psql "$PG/$PGDB" -qc "COPY names FROM STDIN WITH (FORMAT csv)"
     sqlite3 -csv "$DB" "SELECT case_number, court, person_id, doc FROM parties_v$PV" \
         | psql "$PG/$PGDB" -qc "COPY parties FROM STDIN WITH (FORMAT csv)"

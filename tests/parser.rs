@@ -380,6 +380,32 @@ fn invalid_utf8_anywhere_in_the_body_is_named_with_its_byte() {
     );
 }
 
+/// A detail document is its root element `udalost`, with blank text (a line break)
+/// before it and nothing else: text before it, or no root at all, is an error.
+#[test]
+fn a_note_is_its_root_element_alone() {
+    let root = r#"<ns2:udalost xmlns:ns2="http://www.cca.cz/isir/poznamka" verzeXsd="1_8"><idOsobyPuvodce>KSBRNO</idOsobyPuvodce></ns2:udalost>"#;
+    let decl = r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>"#;
+    let d = parse_note(&format!("{decl}\n  {root}")).unwrap();
+    assert_eq!(d.origin.as_deref(), Some("KSBRNO"));
+    assert_eq!(d.schema_version.as_deref(), Some("1_8"));
+    let e = parse_note(&format!("{decl}x{root}")).unwrap_err();
+    assert!(e.contains("text before the root element"), "{e}");
+    assert!(parse_note(decl).is_err(), "a declaration alone");
+    assert!(parse_note("").is_err(), "nothing");
+}
+
+/// A newest-ID answer holding a `data` block (which belongs to the other answer) is
+/// read for its ID alone: the block is skipped whatever it holds.
+#[test]
+fn a_newest_id_answer_skips_what_belongs_to_a_data_answer() {
+    let b = String::from_utf8(fixture("last-id.xml")).unwrap().replace(
+        "<cisloPosledniId>",
+        "<data><id>7</id><cisloVOddilu><b>1</b></cisloVOddilu><x>&amp;</x></data><cisloPosledniId>",
+    );
+    assert_eq!(parse_last_id_response(b.as_bytes()).unwrap(), 79512345);
+}
+
 /// A detail document of `tests/fixtures/notes`, written by hand from the protocol.
 fn note_fixture(name: &str) -> String {
     std::fs::read_to_string(

@@ -105,7 +105,9 @@ pub trait Builder: Send + Sync {
         Ok(false)
     }
     /// Fills what version `v` left for its indexes to find, just before its secondary
-    /// indexes are built (at a rebuild's end, or when an upgrade adds a missing one).
+    /// indexes are built: at a rebuild's end, and on the live version each time the
+    /// projections are opened (before a missing index is added), where it must do
+    /// nothing unless something was left unfilled.
     async fn before_indexes(&self, _tx: &mut Tx, _v: i64) -> Result<(), ProjectionError> {
         Ok(())
     }
@@ -252,7 +254,7 @@ pub async fn ensure(store: &Store, name: &str) -> Result<Meta, ProjectionError> 
     Ok(m)
 }
 
-/// Brings the live version of a builder (and a rebuild's next one) up to this release's
+/// Brings the live version of a builder up to this release's
 /// tables ([`Builder::upgrade`]); a new table of the live version gets its view. Reads
 /// only, unless something is missing.
 async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), ProjectionError> {
@@ -284,34 +286,38 @@ async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), Proj
             added.push(name.to_string());
         }
     }
-    for name in b.retired_indexes(live.version, tx.is_postgres()) {
-        if have.contains(&name) {
-            tx.exec(&format!("DROP INDEX {name}"), &[]).await?;
-            tracing::info!(
-                builder = live.name,
-                index = name,
-                "an earlier release's index dropped"
-            );
-        }
-    }
+    let retired: Vec<String> = b
+        .retired_indexes(live.version, tx.is_postgres())
+        .into_iter()
+        .filter(|n| have.contains(n))
+        .collect();
     if !added.is_empty() {
         tracing::info!(builder = live.name, indexes = ?added, "indexes added to a version made before them");
         for t in b.tables(tx.is_postgres()) {
             analyze(&mut tx, &format!("{t}_v{}", live.version)).await?;
         }
     }
-    if let Some(next) = read_meta(&mut tx, &format!("{}#next", live.name)).await? {
-        // (An upgrade drops the views of the tables it builds again: they are the live
-        // version's, so they point at it again.)
-        if b.upgrade(&mut tx, next.version).await? {
-            point_views(&mut tx, b, live.version).await?;
-        }
-    }
+    // (A rebuild in progress, `name#next`, is left as it is: a rebuild is never resumed,
+    // `rebuild` makes its next version afresh, and upgrading it here would lock tables a
+    // rebuild of the release before may still be writing.)
     // Value samples an earlier release's ANALYZE left (`drop_samples`).
     if drop_samples(&mut tx, None).await? {
         tracing::info!("SQLite's value samples dropped (sqlite_stat4)");
     }
     tx.commit().await?;
+    // An index this release replaced goes in a transaction of its own: dropping it locks
+    // its table, which readers read, for no longer than the drop itself.
+    for name in retired {
+        let mut tx = Tx::begin(store).await?;
+        tx.exec(&format!("DROP INDEX IF EXISTS {name}"), &[])
+            .await?;
+        tx.commit().await?;
+        tracing::info!(
+            builder = live.name,
+            index = name,
+            "an earlier release's index dropped"
+        );
+    }
     Ok(())
 }
 

@@ -385,7 +385,12 @@ pub async fn backfill(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
         tx.exec(&format!("DROP TABLE IF EXISTS name_terms_v{v}"), &[])
             .await?;
     }
-    for stmt in ddl(v, pg) {
+    // The term table's key once the table is filled, as a rebuild builds it
+    // ([`fill_terms`]): until then no term is written row by row.
+    let key = format!("name_terms_v{v}_pkey");
+    let (keys, tables): (Vec<String>, Vec<String>) =
+        ddl(v, pg).into_iter().partition(|s| s.contains(&key));
+    for stmt in tables {
         tx.exec(&stmt, &[]).await?;
     }
     let mut after = [String::new(), String::new(), String::new()];
@@ -408,6 +413,10 @@ pub async fn backfill(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
         n += docs.len() as u64;
         let l = docs.last().expect("a non-empty chunk");
         after = [l.case_number.clone(), l.court.clone(), l.person_id.clone()];
+    }
+    fill_terms(tx, v).await?;
+    for stmt in keys {
+        tx.exec(&stmt, &[]).await?;
     }
     Ok(n)
 }

@@ -71,15 +71,21 @@ pub fn lost(e: &sqlx::Error) -> bool {
     }
 }
 
+/// A 503 with `Retry-After` for a projection that is not built yet, or not in this
+/// release's form yet (the writer builds it again when it opens the projections).
+pub fn unbuilt() -> Problem {
+    Problem::unavailable(
+        "a projection this answer reads is not built yet, or not in this release's form yet \
+         (`isir project status`; `isir project catch-up` builds it); try again later",
+    )
+    .retry_after(RETRY_AFTER_UNBUILT)
+}
+
 /// The problem of a failed read: a timeout, a full pool, a lost database connection or a
 /// projection not built yet is a 503 with `Retry-After`, anything else a 500.
 pub fn problem(e: sqlx::Error) -> Problem {
     if missing_table(&e) {
-        return Problem::unavailable(
-            "a projection this answer reads is not built yet, or not in this release's form yet \
-             (`isir project status`; `isir project catch-up` builds it); try again later",
-        )
-        .retry_after(RETRY_AFTER_UNBUILT);
+        return unbuilt();
     }
     if timed_out(&e) {
         crate::telemetry::read_timeout("statement");

@@ -389,6 +389,17 @@ pub async fn search(
     after: Option<&After>,
     limit: i64,
 ) -> Result<Vec<Hit>, Problem> {
+    // On SQLite, an index an earlier release wrote (its rowids the latest actions, not
+    // negated) would be read oldest first, and its cursors would not hold once the
+    // writer builds it again: until then it is not built, as far as readers go.
+    if let Tables::Sqlite { parties, .. } = at {
+        let earlier = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM names_v{parties} WHERE rowid > 0 LIMIT 1)"
+        );
+        if tx.int(&earlier, &[]).await? != Some(0) {
+            return Err(super::limit::unbuilt());
+        }
+    }
     let mut out = Vec::new();
     if after.is_none_or(|a| a.tier == 0) {
         let (sql, binds) = sql(s, Tier::Exact, after.map(|a| a.latest), limit, at);
