@@ -392,6 +392,10 @@ fn a_note_is_its_root_element_alone() {
     let e = parse_note(&format!("{decl}x{root}")).unwrap_err();
     assert!(e.contains("text before the root element"), "{e}");
     assert!(parse_note(decl).is_err(), "a declaration alone");
+    // After it, blank text only.
+    assert!(parse_note(&format!("{decl}{root}\n")).is_ok());
+    let e = parse_note(&format!("{decl}{root}x")).unwrap_err();
+    assert!(e.contains("text after the root element"), "{e}");
     let cut = root.strip_suffix("</ns2:udalost>").unwrap();
     assert!(parse_note(&format!("{decl}{cut}")).is_err(), "cut before its root closes");
     assert!(parse_note("").is_err(), "nothing");
