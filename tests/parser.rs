@@ -397,7 +397,10 @@ fn a_note_is_its_root_element_alone() {
     let e = parse_note(&format!("{decl}{root}x")).unwrap_err();
     assert!(e.contains("text after the root element"), "{e}");
     let cut = root.strip_suffix("</ns2:udalost>").unwrap();
-    assert!(parse_note(&format!("{decl}{cut}")).is_err(), "cut before its root closes");
+    assert!(
+        parse_note(&format!("{decl}{cut}")).is_err(),
+        "cut before its root closes"
+    );
     assert!(parse_note("").is_err(), "nothing");
 }
 

@@ -186,6 +186,22 @@ mod tests {
         unescape(Cow::Borrowed(s)).ok().map(Cow::into_owned)
     }
 
+    /// The one-pass path itself resolves the five entities XML predefines (XML 1.0,
+    /// section 4.6), each in any place, and leaves everything else to quick-xml: it is
+    /// the path a `poznamka` takes, not a fallback.
+    #[test]
+    fn the_fast_path_resolves_the_predefined_entities() {
+        assert_eq!(
+            unescape_predefined("&lt;a&gt;b&quot;c&amp;d&apos;").as_deref(),
+            Some("<a>b\"c&d'")
+        );
+        assert_eq!(unescape_predefined("x&amp;&amp;y").as_deref(), Some("x&&y"));
+        assert_eq!(unescape_predefined("plain").as_deref(), Some("plain"));
+        for other in ["&#65;", "&nbsp;", "&lt", "a & b"] {
+            assert_eq!(unescape_predefined(other), None, "{other}");
+        }
+    }
+
     #[test]
     fn unescape_agrees_with_quick_xml() {
         for s in [
