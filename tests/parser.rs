@@ -413,6 +413,34 @@ fn a_newest_id_answer_skips_what_belongs_to_a_data_answer() {
         "<data><id>7</id><cisloVOddilu><b>1</b></cisloVOddilu><x>&amp;</x></data><cisloPosledniId>",
     );
     assert_eq!(parse_last_id_response(b.as_bytes()).unwrap(), 79512345);
+    // An element inside a value is skipped, its text with it.
+    let nested = String::from_utf8(fixture("last-id.xml")).unwrap().replace(
+        "<cisloPosledniId>79512345</cisloPosledniId>",
+        "<cisloPosledniId>795<x>9</x>12345</cisloPosledniId>",
+    );
+    assert_eq!(parse_last_id_response(nested.as_bytes()).unwrap(), 79512345);
+}
+
+/// An envelope refused for an element it should not hold names that element.
+#[test]
+fn errors_name_the_element_they_found() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/errors");
+    for (file, says) in [
+        (
+            "invalid-element-before-the-body.xml",
+            "unexpected <x> in the SOAP envelope",
+        ),
+        (
+            "invalid-element-around-the-answer.xml",
+            "unexpected <x> in the SOAP Body, expected getIsirWsPublicDataResponse",
+        ),
+    ] {
+        let body = std::fs::read(dir.join(file)).unwrap();
+        match parse_data_response(&body, 79500000) {
+            Err(SourceError::Invalid(m)) => assert_eq!(m, says, "{file}"),
+            other => panic!("{file}: {other:?}"),
+        }
+    }
 }
 
 /// A detail document of `tests/fixtures/notes`, written by hand from the protocol.
