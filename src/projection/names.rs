@@ -8,9 +8,9 @@
 //! (one action names one person, so the ID is the person's alone): FTS5 walks a match
 //! in rowid order without sorting it, and newest first is forward, which FTS5 walks
 //! faster than backward (its term lists are read in rowid order). A table of an earlier
-//! release, whose rowids are the IDs themselves, is built again ([`current`]). The words are indexed with prefixes, the filters as
-//! tokens of a second column (`tags`), the rest `UNINDEXED`; `prow` is the person's
-//! `parties` rowid.
+//! release, whose rowids are the IDs themselves, is built again ([`current`]). The
+//! words are indexed with prefixes, the filters as tokens of a second column (`tags`),
+//! the rest `UNINDEXED`; `prow` is the person's `parties` rowid.
 //!
 //! On PostgreSQL the same walk runs on a B-tree: `names_vN` holds one row per person
 //! (keyed like `parties`, with the words, the exact key, the filters and the latest
@@ -275,8 +275,8 @@ pub async fn delete(tx: &mut Tx, v: i64, key: [&str; 3]) -> Result<(), Projectio
             tx.exec(
                 &format!(
                     "DELETE FROM name_terms_v{v} t USING names_v{v} n \
-                 WHERE n.case_number = $1 AND n.court = $2 AND n.person_id = $3 \
-                 AND t.latest = n.latest AND t.term = ANY(string_to_array(n.terms, ' '))"
+                     WHERE n.case_number = $1 AND n.court = $2 AND n.person_id = $3 \
+                     AND t.latest = n.latest AND t.term = ANY(string_to_array(n.terms, ' '))"
                 ),
                 &key.map(Val::from),
             )
@@ -361,9 +361,7 @@ pub async fn current(tx: &mut Tx, v: i64) -> Result<Option<bool>, ProjectionErro
         tx.is_postgres()
             || tx
                 .int(
-                    &format!(
-                        "SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE rowid > 0 LIMIT 1)"
-                    ),
+                    &crate::readmodel::keys::sqlite_names_not_negated(&table),
                     &[],
                 )
                 .await?

@@ -240,8 +240,9 @@ impl Binds {
 
 /// The `FROM` and `WHERE` of the persons of `tier` (every match, tier or not, when
 /// `None`), and the column of their latest action, the order they are read in. On
-/// SQLite the FTS5 table `n`, whose rowid is the negated latest action; on PostgreSQL the exact names by their own index, the
-/// others by a walk of the term table `t` joined to `n`. A court is the case's.
+/// SQLite the FTS5 table `n`, whose rowid is the negated latest action; on PostgreSQL
+/// the exact names by their own index, the others by a walk of the term table `t`
+/// joined to `n`. A court is the case's.
 fn matches(
     s: &Search,
     at: Tables,
@@ -393,9 +394,8 @@ pub async fn search(
     // negated) would be read oldest first, and its cursors would not hold once the
     // writer builds it again: until then it is not built, as far as readers go.
     if let Tables::Sqlite { parties, .. } = at {
-        let earlier = format!(
-            "SELECT COUNT(*) FROM (SELECT 1 FROM names_v{parties} WHERE rowid > 0 LIMIT 1)"
-        );
+        let earlier =
+            crate::readmodel::keys::sqlite_names_not_negated(&format!("names_v{parties}"));
         if tx.int(&earlier, &[]).await? != Some(0) {
             return Err(super::limit::unbuilt());
         }

@@ -24,6 +24,14 @@ pub fn pg_term(word: &str) -> String {
     word.chars().take(*PG_TERMS.end()).collect()
 }
 
+/// A statement giving 1 when SQLite's name index `table` (`names_vN`) is in an earlier
+/// release's form, its rowids the latest actions themselves, and 0 when they are
+/// negated as this release keys it (or it is empty): one positive rowid tells. The
+/// builder builds such an index again; a reader takes it as not built yet.
+pub fn sqlite_names_not_negated(table: &str) -> String {
+    format!("SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE rowid > 0 LIMIT 1)")
+}
+
 /// A filter's token in the `tags` column (SQLite): a letter for the filter, then its
 /// value folded to one word (`DLUŽNÍK` -> `rdluznik`, `VĚŘIT-NAVR` -> `rveritnavr`).
 /// The roles and kinds the API filters on fold to distinct tokens.
