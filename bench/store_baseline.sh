@@ -19,7 +19,9 @@ N=$(($(python3 -c "import csv,sys; csv.field_size_limit(10**9); print(sum(1 for 
 
 ISIR_DATABASE__URL="sqlite://$WORK/bulk.db" target/release/isir migrate >/dev/null
 S=$(date +%s.%N)
-sqlite3 "$WORK/bulk.db" "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;" ".mode csv" ".import --skip 1 $WORK/actions.csv actions" >/dev/null
+# (The table's first 12 columns are the CSV's; the notes' compressed form, after them,
+# stays NULL.)
+sqlite3 "$WORK/bulk.db" "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;" ".mode csv" ".import --skip 1 $WORK/actions.csv actions" 2>/dev/null >/dev/null
 E=$(date +%s.%N)
 python3 -c "r=$N/($E-$S); print(f'sqlite3 .import: {$N} actions in {$E-$S:.2f} s = {r:,.0f} actions/s; isir/bulk = {$SQ/r:.2f}')"
 
@@ -27,6 +29,8 @@ psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $PGDB" -c "CREATE DATABASE $PGDB" 
 PG_URL="${PG_ADMIN%/*}/$PGDB"
 ISIR_DATABASE__URL="$PG_URL" target/release/isir migrate >/dev/null
 S=$(date +%s.%N)
-psql "$PG_URL" -qc "\\copy actions FROM '$WORK/actions.csv' CSV HEADER"
+# (The CSV's columns by name: the table has the notes' compressed form after them.)
+COLS=$(head -1 "$WORK/actions.csv")
+psql "$PG_URL" -qc "\\copy actions ($COLS) FROM '$WORK/actions.csv' CSV HEADER"
 E=$(date +%s.%N)
 python3 -c "r=$N/($E-$S); print(f'PostgreSQL COPY: {$N} actions in {$E-$S:.2f} s = {r:,.0f} actions/s; isir/COPY = {$PGR/r:.2f}')"

@@ -71,6 +71,8 @@ fn main() {
             }
             let page =
                 parse_data_response(data_response(&batch).as_bytes(), after.unwrap_or(-1)).unwrap();
+            // As the poller: a note dictionary due is trained before the page.
+            isir::store::notes::tend(&store, epoch).await.unwrap();
             store.write_page(epoch, after, &page).await.unwrap();
             after = page.last_id();
             n += batch.len();

@@ -30,11 +30,24 @@ fn pages(n: usize) -> Vec<Page> {
         .collect()
 }
 
-async fn run(store: &Store, pages: &[Page]) -> f64 {
+/// Pages stored before the timed ones: as many notes as the last automatic note
+/// dictionary is trained on (`store::notes::SAMPLES_MAX`), so that the timed pages are
+/// stored as a running replica stores them, compressed with its dictionary.
+const WARM: usize = 11;
+
+/// Stores `warm`, then `pages` timed, as the poller does (a note dictionary due trained
+/// before a page); gives the timed pages' actions a second.
+async fn run(store: &Store, warm: &[Page], pages: &[Page]) -> f64 {
     let epoch = store.register_epoch(1).await.unwrap();
     let mut checkpoint = None;
+    for p in warm {
+        isir::store::notes::tend(store, epoch).await.unwrap();
+        store.write_page(epoch, checkpoint, p).await.unwrap();
+        checkpoint = p.last_id();
+    }
     let t = Instant::now();
     for p in pages {
+        isir::store::notes::tend(store, epoch).await.unwrap();
         store.write_page(epoch, checkpoint, p).await.unwrap();
         checkpoint = p.last_id();
     }
@@ -50,7 +63,8 @@ fn main() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let pages = pages(n);
+        let all = pages(WARM + n);
+        let (warm, pages) = all.split_at(WARM);
         // bench/store_baseline.sh loads the very same actions with `sqlite3 .import` and
         // PostgreSQL's COPY.
         if let Ok(path) = std::env::var("ISIR_DUMP_ACTIONS") {
@@ -58,7 +72,7 @@ fn main() {
             let mut header = isir::store::ACTION_FIELDS.to_vec();
             header.extend(["stored_at", "epoch"]);
             w.write_record(&header).unwrap();
-            for p in &pages {
+            for p in pages {
                 for r in &p.records {
                     let a = &r.action;
                     w.write_record([
@@ -90,7 +104,7 @@ fn main() {
         .await
         .unwrap();
         sqlite.migrate().await.unwrap();
-        let r = run(&sqlite, &pages).await;
+        let r = run(&sqlite, warm, pages).await;
         println!("store/sqlite: {n} pages of 1000 actions: {r:.0} actions/s");
 
         let admin = std::env::var("ISIR_TEST_PG")
@@ -110,7 +124,7 @@ fn main() {
         let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
         let pg = Store::connect(&url, 5).await.unwrap();
         pg.migrate().await.unwrap();
-        let r = run(&pg, &pages).await;
+        let r = run(&pg, warm, pages).await;
         println!("store/postgres: {n} pages of 1000 actions: {r:.0} actions/s");
         pg.close().await;
         sqlx::query(&format!("DROP DATABASE {name} WITH (FORCE)"))

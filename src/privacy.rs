@@ -69,7 +69,12 @@ pub fn erasure_candidates_sql() -> String {
         .iter()
         .map(|t| format!("type_code LIKE '%{t}%'"))
         .collect();
-    format!("({} OR note LIKE '%datumVyskrtnuti%')", types.join(" OR "))
+    // (A note holding the mark is kept as text, never compressed: `store::notes`.)
+    format!(
+        "({} OR note LIKE '%{}%')",
+        types.join(" OR "),
+        crate::store::notes::ERASURE_MARK
+    )
 }
 
 /// The fields of a person document whose value is personal whatever the person.

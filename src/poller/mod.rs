@@ -353,6 +353,21 @@ impl Poller {
             if let Some(o) = self.judge_spoiled(&page) {
                 return o;
             }
+            // A note dictionary due is trained before the page that would use it.
+            match crate::store::notes::tend(&self.store, grant.epoch).await {
+                Ok(Some(version)) => tracing::info!(version, "note dictionary trained"),
+                Ok(None) => {}
+                Err(StoreError::Fenced { mine, current }) => {
+                    metrics::counter!("isir_writes_fenced_total").increment(1);
+                    self.held = None;
+                    return TickOutcome::LeaseLost {
+                        reason: format!("fenced: epoch {mine} < {current}"),
+                    };
+                }
+                // The page is stored with the notes as they are; the write says whether
+                // the store is failing.
+                Err(e) => tracing::warn!(error = %e, "note dictionary not trained"),
+            }
             // The store checks the epoch and the checkpoint in the same transaction.
             match self.store.write_page(grant.epoch, checkpoint, &page).await {
                 Ok(_) => {}

@@ -461,25 +461,38 @@ impl Builder for Parties {
 /// `projection.redact_replica`. The only write to the replica outside the poller; it
 /// never touches IDs, other fields or the checkpoint. Idempotent.
 async fn redact_replica(tx: &mut Tx, case: &str, upto: i64) -> Result<(), ProjectionError> {
-    let rows = tx
-        .texts(
-            "SELECT CAST(id AS TEXT) || '|' || note FROM actions WHERE case_number = $1 AND id <= $2 AND note IS NOT NULL",
-            &[case.into(), upto.into()],
-        )
-        .await?;
+    // A note as text, or compressed (`DICT HEX`, [`crate::store::notes`]): the redacted
+    // note is written back as text, the compressed form dropped.
+    let sql = format!(
+        "SELECT CAST(id AS TEXT) || '|' || {} || '|' || COALESCE(note, '') FROM actions \
+         WHERE case_number = $1 AND id <= $2 AND (note IS NOT NULL OR note_z IS NOT NULL)",
+        crate::store::notes::packed_sql(tx.is_postgres())
+    );
+    let rows = tx.texts(&sql, &[case.into(), upto.into()]).await?;
+    let mut unpacker = crate::store::notes::Unpacker::new();
     for row in rows {
-        let Some((id, note)) = row.split_once('|') else {
+        let mut f = row.splitn(3, '|');
+        let (Some(id), Some(packed), Some(text)) = (f.next(), f.next(), f.next()) else {
             continue;
+        };
+        let bad = |why: String| ProjectionError::Action { id: -1, why };
+        let id: i64 = id
+            .parse()
+            .map_err(|_| bad(format!("a replica row ID {id:?}")))?;
+        let decoded;
+        let note = if packed.is_empty() {
+            text
+        } else {
+            let row = crate::store::notes::parse_packed(packed)
+                .ok_or_else(|| bad(format!("action {id}: a malformed compressed note")))?;
+            decoded = unpacker.unpack_in(tx, id, row).await?.unwrap_or_default();
+            decoded.as_str()
         };
         let Some(redacted) = crate::privacy::redact_note(note) else {
             continue;
         };
-        let id: i64 = id.parse().map_err(|_| ProjectionError::Action {
-            id: -1,
-            why: format!("a replica row ID {id:?}"),
-        })?;
         tx.exec(
-            "UPDATE actions SET note = $1 WHERE id = $2",
+            "UPDATE actions SET note = $1, note_z = NULL, note_dict = NULL WHERE id = $2",
             &[redacted.into(), id.into()],
         )
         .await?;

@@ -158,7 +158,7 @@ impl Walker {
     fn read_direct(
         &self,
         c: &rusqlite::Connection,
-    ) -> rusqlite::Result<Vec<crate::source::Action>> {
+    ) -> Result<Vec<crate::source::Action>, sqlx::Error> {
         use crate::store::{ACTIONS_AFTER, ACTIONS_BY_CASE, direct};
         match self.walk {
             Walk::ById => direct::actions(c, ACTIONS_AFTER, (self.after, self.chunk)),
@@ -242,7 +242,7 @@ fn spawn_reader(
             let read = match w.read_direct(conn.conn()) {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = tx.blocking_send(Err(crate::store::direct::to_sqlx(e).into()));
+                    let _ = tx.blocking_send(Err(e.into()));
                     return;
                 }
             };

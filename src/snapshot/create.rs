@@ -120,10 +120,14 @@ pub(super) async fn create_in(
     } else {
         "char(31)"
     };
+    // A compressed note comes in its own field (`DICT HEX`, [`crate::store::notes`]),
+    // the JSON's `note` null: it is decoded and put in its place.
     let sql = format!(
-        "SELECT CAST(id AS TEXT) || {us} || case_number || {us} || {} FROM actions WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3",
+        "SELECT CAST(id AS TEXT) || {us} || case_number || {us} || {} || {us} || {} FROM actions WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3",
+        crate::store::notes::packed_sql(tx.is_postgres()),
         action_json_sql(tx.is_postgres())
     );
+    let mut unpacker = crate::store::notes::Unpacker::new();
     let mut chunks = Vec::new();
     let mut cur: Option<(String, ChunkWriter, Chunk)> = None;
     let mut pos = after;
@@ -136,11 +140,41 @@ pub(super) async fn create_in(
             break;
         }
         for r in &rows {
-            let mut f = r.splitn(3, '\u{1f}');
-            let (id, case, json) =
-                (|| Some((f.next()?.parse::<i64>().ok()?, f.next()?, f.next()?)))()
-                    .ok_or_else(|| SnapshotError::Other("an action row without its ID".into()))?;
+            let mut f = r.splitn(4, '\u{1f}');
+            let (id, case, packed, json) = (|| {
+                Some((
+                    f.next()?.parse::<i64>().ok()?,
+                    f.next()?,
+                    f.next()?,
+                    f.next()?,
+                ))
+            })()
+            .ok_or_else(|| SnapshotError::Other("an action row without its ID".into()))?;
             let redacted;
+            let mut json = json;
+            let spliced;
+            if !packed.is_empty() {
+                // The JSON's last field is the note, null: the decoded note takes its place.
+                let row = crate::store::notes::parse_packed(packed).ok_or_else(|| {
+                    SnapshotError::Other(format!("action {id}: a malformed compressed note"))
+                })?;
+                let note = unpacker.unpack_in(&mut tx, id, row).await?;
+                let head = json
+                    .strip_suffix("null}")
+                    .filter(|h| {
+                        let h = h.trim_end();
+                        h.ends_with("\"note\":") || h.ends_with("\"note\" :")
+                    })
+                    .ok_or_else(|| {
+                        SnapshotError::Other(format!("action {id}: its row's note is not last"))
+                    })?;
+                spliced = format!(
+                    "{head}{}}}",
+                    serde_json::to_string(&note)
+                        .map_err(|e| SnapshotError::Other(format!("action {id}: {e}")))?
+                );
+                json = spliced.as_str();
+            }
             let json = if erased.contains(case) {
                 let mut a: Action = serde_json::from_str(json)
                     .map_err(|e| SnapshotError::Other(format!("action {id}: {e}")))?;

@@ -169,42 +169,92 @@ pub(super) async fn load(
     }
     let now = crate::store::now_ms();
     let mut cols = crate::store::ACTION_FIELDS.to_vec();
-    cols.extend(["stored_at", "epoch"]);
+    cols.extend(["note_z", "note_dict", "stored_at", "epoch"]);
     let mut loaded = 0i64;
+    // The notes are compressed with the store's newest dictionary. A store without one
+    // gets one trained on the snapshot's first notes (up to `notes::SAMPLES_MAX`, held
+    // back until then), as the poller would train it on the same notes.
+    let dict = crate::store::notes::current(&mut tx).await?;
+    let mut deciding = dict.is_none();
+    let mut held: Vec<Vec<Action>> = Vec::new();
+    let mut held_notes = 0usize;
+    let mut packer = crate::store::notes::Packer::new(dict);
     // The chunks are read, decompressed, parsed and verified on a thread of their own,
     // a few batches ahead of the inserts; any refusal ends the load before the commit.
     let mut rx = spawn_decoder(m.clone(), dir.to_path_buf(), skip_upto);
     let mut end = None;
-    while let Some(msg) = rx.recv().await {
-        match msg {
-            Decoded::Actions(batch) => {
-                let rows: Vec<Vec<Val>> = batch
-                    .into_iter()
-                    .map(|a| {
-                        vec![
-                            a.id.into(),
-                            a.created.into(),
-                            a.published.into(),
-                            a.document_url.into(),
-                            a.case_number.into(),
-                            a.type_code.into(),
-                            a.type_name.into(),
-                            a.section.into(),
-                            a.number_in_section.into(),
-                            a.note.into(),
-                            now.into(),
-                            epoch.into(),
-                        ]
-                    })
-                    .collect();
-                tx.insert_with("actions", &cols, &rows, "").await?;
-                loaded += rows.len() as i64;
-                if let Some(b) = &bar {
-                    b.inc(rows.len() as u64);
-                }
+    loop {
+        let msg = rx.recv().await;
+        let mut batch = match msg {
+            Some(Decoded::Actions(batch)) => Some(batch),
+            Some(Decoded::Refused(e)) => return Err(e),
+            Some(Decoded::End { last, skipped }) => {
+                end = Some((last, skipped));
+                None
             }
-            Decoded::Refused(e) => return Err(e),
-            Decoded::End { last, skipped } => end = Some((last, skipped)),
+            None => None,
+        };
+        let finished = batch.is_none();
+        if deciding {
+            if let Some(b) = batch.take() {
+                held_notes += b.iter().filter(|a| a.note.is_some()).count();
+                held.push(b);
+            }
+            if held_notes < crate::store::notes::SAMPLES_MAX && !finished {
+                continue;
+            }
+            if held_notes >= crate::store::notes::SAMPLES_FIRST {
+                let samples: Vec<String> = held
+                    .iter()
+                    .flatten()
+                    .filter_map(|a| a.note.clone())
+                    .take(crate::store::notes::SAMPLES_MAX)
+                    .collect();
+                let trained = crate::store::notes::add(&mut tx, samples).await?;
+                packer = crate::store::notes::Packer::new(trained);
+            }
+            // Trained or not, nothing is held back any longer.
+            deciding = false;
+        }
+        let batches: Vec<Vec<Action>> = match batch {
+            Some(b) if held.is_empty() => vec![b],
+            Some(b) => {
+                held.push(b);
+                std::mem::take(&mut held)
+            }
+            None => std::mem::take(&mut held),
+        };
+        for batch in batches {
+            let rows: Vec<Vec<Val>> = batch
+                .into_iter()
+                .map(|a| {
+                    let n = packer.pack(a.note.as_deref());
+                    vec![
+                        a.id.into(),
+                        a.created.into(),
+                        a.published.into(),
+                        a.document_url.into(),
+                        a.case_number.into(),
+                        a.type_code.into(),
+                        a.type_name.into(),
+                        a.section.into(),
+                        a.number_in_section.into(),
+                        n.text.into(),
+                        Val::Z(n.z),
+                        n.dict.into(),
+                        now.into(),
+                        epoch.into(),
+                    ]
+                })
+                .collect();
+            tx.insert_with("actions", &cols, &rows, "").await?;
+            loaded += rows.len() as i64;
+            if let Some(b) = &bar {
+                b.inc(rows.len() as u64);
+            }
+        }
+        if finished {
+            break;
         }
     }
     let Some((last, skipped)) = end else {

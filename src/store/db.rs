@@ -6,6 +6,8 @@
 
 use sqlx::{PgPool, QueryBuilder, Row, SqlitePool};
 
+use super::notes::{AtRest, Packer, Unpacker};
+use super::sql::Tx;
 use super::*;
 use crate::checkpoint;
 use crate::source::model::{Action, Page, Spoiled};
@@ -32,6 +34,10 @@ macro_rules! fetch_actions {
     };
 }
 
+/// The columns of a note at rest that follow `ACTION_COLUMNS` in every SELECT of actions
+/// ([`super::notes`]).
+pub(crate) const NOTE_AT_REST: &str = "note_z, note_dict";
+
 pub(crate) const ACTION_COLUMNS: &str = "id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note";
 
 /// The page cache of every SQLite connection, in KiB as `PRAGMA cache_size` takes it
@@ -40,14 +46,14 @@ pub(crate) const ACTION_COLUMNS: &str = "id, created, published, document_url, c
 pub(crate) const CACHE_SIZE: &str = "-32768";
 
 /// Actions after `$1` in ID order, at most `$2`.
-pub(crate) const ACTIONS_AFTER: &str = "SELECT id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note \
+pub(crate) const ACTIONS_AFTER: &str = "SELECT id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note, note_z, note_dict \
      FROM actions WHERE id > $1 ORDER BY id LIMIT $2";
 /// Actions up to `$3` after the position (`$1`, `$2`) in (case number, ID) order, at
 /// most `$4`.
-pub(crate) const ACTIONS_BY_CASE: &str = "SELECT id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note \
+pub(crate) const ACTIONS_BY_CASE: &str = "SELECT id, created, published, document_url, case_number, type_code, type_name, section, number_in_section, note, note_z, note_dict \
      FROM actions WHERE (case_number, id) > ($1, $2) AND id <= $3 ORDER BY case_number, id LIMIT $4";
 
-/// Rows a multi-row INSERT carries (10-12 parameters each).
+/// Rows a multi-row INSERT carries (14 parameters each).
 const INSERT_CHUNK: usize = 500;
 
 impl Store {
@@ -124,6 +130,19 @@ impl Store {
         last: Option<i64>,
     ) -> Result<u64, StoreError> {
         let now = now_ms();
+        // The notes as the rows will hold them: compressed with the newest dictionary,
+        // outside the write lock. (A dictionary added meanwhile changes nothing: each
+        // row names its own.)
+        let dict = if actions.iter().any(|a| a.note.is_some()) {
+            super::notes::current(&mut Tx::single(self).await?).await?
+        } else {
+            None
+        };
+        let mut packer = Packer::new(dict);
+        let rows: Vec<(&Action, AtRest)> = actions
+            .iter()
+            .map(|a| (*a, packer.pack(a.note.as_deref())))
+            .collect();
         write_tx!(self, |tx, lock| {
             let sql =
                 format!("SELECT checkpoint, epoch FROM writer_state WHERE singleton = 1{lock}");
@@ -176,11 +195,11 @@ impl Store {
                 return Ok(0);
             };
             let mut inserted = 0;
-            for chunk in actions.chunks(INSERT_CHUNK) {
+            for chunk in rows.chunks(INSERT_CHUNK) {
                 let mut qb: QueryBuilder<Db> = QueryBuilder::new(format!(
-                    "INSERT INTO actions ({ACTION_COLUMNS}, stored_at, epoch) "
+                    "INSERT INTO actions ({ACTION_COLUMNS}, {NOTE_AT_REST}, stored_at, epoch) "
                 ));
-                qb.push_values(chunk, |mut b, a| {
+                qb.push_values(chunk, |mut b, (a, n)| {
                     b.push_bind(a.id)
                         .push_bind(a.created.as_str())
                         .push_bind(a.published.as_str())
@@ -190,7 +209,9 @@ impl Store {
                         .push_bind(a.type_name.as_str())
                         .push_bind(a.section.as_deref())
                         .push_bind(a.number_in_section)
-                        .push_bind(a.note.as_deref())
+                        .push_bind(n.text.as_deref())
+                        .push_bind(n.z.as_deref())
+                        .push_bind(n.dict)
                         .push_bind(now)
                         .push_bind(epoch);
                 });
@@ -360,7 +381,8 @@ impl Store {
 
     /// Stored actions with an ID above `after`, in ID order, at most `limit`.
     pub async fn actions_after(&self, after: i64, limit: i64) -> Result<Vec<Action>, StoreError> {
-        Ok(fetch_actions!(self, ACTIONS_AFTER, [after, limit]))
+        let rows = fetch_actions!(self, ACTIONS_AFTER, [after, limit]);
+        self.unpack(rows).await
     }
 
     /// Stored actions up to `upto` in (case number, ID) order, after the position
@@ -372,11 +394,8 @@ impl Store {
         upto: i64,
         limit: i64,
     ) -> Result<Vec<Action>, StoreError> {
-        Ok(fetch_actions!(
-            self,
-            ACTIONS_BY_CASE,
-            [after.0, after.1, upto, limit]
-        ))
+        let rows = fetch_actions!(self, ACTIONS_BY_CASE, [after.0, after.1, upto, limit]);
+        self.unpack(rows).await
     }
 
     /// The stored actions of one case up to `upto`, in ID order.
@@ -386,9 +405,29 @@ impl Store {
         upto: i64,
     ) -> Result<Vec<Action>, StoreError> {
         let sql = format!(
-            "SELECT {ACTION_COLUMNS} FROM actions WHERE case_number = $1 AND id <= $2 ORDER BY id"
+            "SELECT {ACTION_COLUMNS}, {NOTE_AT_REST} FROM actions WHERE case_number = $1 AND id <= $2 ORDER BY id"
         );
-        Ok(fetch_actions!(self, &sql, [case_number, upto]))
+        let rows = fetch_actions!(self, &sql, [case_number, upto]);
+        self.unpack(rows).await
+    }
+
+    /// The actions of `rows` with their notes decoded (the dictionaries loaded as needed).
+    async fn unpack(&self, rows: Vec<(Action, AtRest)>) -> Result<Vec<Action>, StoreError> {
+        let mut u = if rows.iter().any(|(_, n)| n.z.is_some()) {
+            let mut tx = Tx::single(self).await?;
+            Some(Unpacker::for_tx(&mut tx, rows.iter().map(|(_, n)| &n.dict)).await?)
+        } else {
+            None
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for (mut a, n) in rows {
+            a.note = match &mut u {
+                Some(u) => u.unpack(a.id, n)?,
+                None => n.text,
+            };
+            out.push(a);
+        }
+        Ok(out)
     }
 
     /// Actions stored per epoch: (epoch, count, min id, max id). For lease checkers.
@@ -404,15 +443,23 @@ impl Store {
     }
 }
 
-fn row_action<R: Row>(r: &R) -> Result<Action, sqlx::Error>
+/// An action row (`ACTION_COLUMNS`, `NOTE_AT_REST`): the action without its note, and
+/// the note as the row holds it.
+fn row_action<R: Row>(r: &R) -> Result<(Action, AtRest), sqlx::Error>
 where
     usize: sqlx::ColumnIndex<R>,
     for<'a> i64: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     for<'a> String: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     for<'a> Option<String>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
     for<'a> Option<i64>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
+    for<'a> Option<Vec<u8>>: sqlx::Decode<'a, R::Database> + sqlx::Type<R::Database>,
 {
-    Ok(Action {
+    let note = AtRest {
+        text: r.try_get(9)?,
+        z: r.try_get(10)?,
+        dict: r.try_get(11)?,
+    };
+    let action = Action {
         id: r.try_get(0)?,
         created: r.try_get(1)?,
         published: r.try_get(2)?,
@@ -422,6 +469,7 @@ where
         type_name: r.try_get(6)?,
         section: r.try_get(7)?,
         number_in_section: r.try_get(8)?,
-        note: r.try_get(9)?,
-    })
+        note: None,
+    };
+    Ok((action, note))
 }

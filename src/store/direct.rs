@@ -208,28 +208,45 @@ impl Drop for Conn {
 }
 
 /// Runs one of the store's action SELECTs (`ACTIONS_AFTER`,
-/// `ACTIONS_BY_CASE`) on `c`.
+/// `ACTIONS_BY_CASE`) on `c`, the notes decoded ([`super::notes`]).
 pub fn actions(
     c: &Connection,
     sql: &str,
     params: impl rusqlite::Params,
-) -> rusqlite::Result<Vec<crate::source::Action>> {
-    let mut st = c.prepare_cached(sql)?;
-    let rows = st.query_map(params, |r| {
-        Ok(crate::source::Action {
-            id: r.get(0)?,
-            created: r.get(1)?,
-            published: r.get(2)?,
-            document_url: r.get(3)?,
-            case_number: r.get(4)?,
-            type_code: r.get(5)?,
-            type_name: r.get(6)?,
-            section: r.get(7)?,
-            number_in_section: r.get(8)?,
-            note: r.get(9)?,
+) -> Result<Vec<crate::source::Action>, sqlx::Error> {
+    use super::notes::{AtRest, Unpacker};
+    let mut st = c.prepare_cached(sql).map_err(to_sqlx)?;
+    let rows = st
+        .query_map(params, |r| {
+            let a = crate::source::Action {
+                id: r.get(0)?,
+                created: r.get(1)?,
+                published: r.get(2)?,
+                document_url: r.get(3)?,
+                case_number: r.get(4)?,
+                type_code: r.get(5)?,
+                type_name: r.get(6)?,
+                section: r.get(7)?,
+                number_in_section: r.get(8)?,
+                note: None,
+            };
+            let n = AtRest {
+                text: r.get(9)?,
+                z: r.get(10)?,
+                dict: r.get(11)?,
+            };
+            Ok((a, n))
         })
-    })?;
-    rows.collect()
+        .map_err(to_sqlx)?
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .map_err(to_sqlx)?;
+    let mut u = Unpacker::for_direct(c, rows.iter().map(|(_, n)| &n.dict)).map_err(to_sqlx)??;
+    rows.into_iter()
+        .map(|(mut a, n)| {
+            a.note = u.unpack(a.id, n)?;
+            Ok(a)
+        })
+        .collect()
 }
 
 /// A rusqlite error in the form the store's callers handle (as a driver I/O failure).

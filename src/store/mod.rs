@@ -46,6 +46,7 @@ mod db;
 pub mod direct;
 pub mod files;
 pub mod key;
+pub mod notes;
 pub mod pgread;
 pub mod quarantine;
 pub mod records;

@@ -14,6 +14,8 @@ pub enum Val {
     I(Option<i64>),
     T(Option<String>),
     B(bool),
+    /// Bytes (a compressed note, a dictionary).
+    Z(Option<Vec<u8>>),
 }
 
 impl From<i64> for Val {
@@ -97,6 +99,7 @@ impl rusqlite::ToSql for Val {
             Val::I(v) => v.to_sql(),
             Val::T(v) => v.to_sql(),
             Val::B(v) => v.to_sql(),
+            Val::Z(v) => v.to_sql(),
         }
     }
 }
@@ -140,6 +143,7 @@ macro_rules! bind_all {
                 $crate::store::sql::Val::I(v) => q.bind(*v),
                 $crate::store::sql::Val::T(v) => q.bind(v.clone()),
                 $crate::store::sql::Val::B(v) => q.bind(*v),
+                $crate::store::sql::Val::Z(v) => q.bind(v.clone()),
             };
         }
         q
