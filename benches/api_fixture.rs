@@ -5,6 +5,8 @@
 //! `isir project catch-up`, so the API reads what the real pipeline builds.
 //!
 //! `ISIR_FIXTURE_DB=sqlite://... ISIR_FIXTURE_CASES=1000000 cargo bench --bench api_fixture`
+//! (`ISIR_FIXTURE_PLAIN_NOTES=1`: no note dictionary is trained, so every note is stored
+//! as text, as the release before dictionaries stored it: `bench/size.sh`'s baseline.)
 //! Under `cargo test --benches` it builds a small fixture in a temporary file and checks it.
 
 use std::time::Instant;
@@ -61,6 +63,7 @@ fn main() {
         let store = Store::connect(&url, 2).await.unwrap();
         store.migrate().await.unwrap();
         let epoch = store.register_epoch(1).await.unwrap();
+        let plain_notes = std::env::var("ISIR_FIXTURE_PLAIN_NOTES").is_ok_and(|v| v == "1");
         let mut after = store.checkpoint().await.unwrap();
         let t = Instant::now();
         let mut n = 0usize;
@@ -72,7 +75,9 @@ fn main() {
             let page =
                 parse_data_response(data_response(&batch).as_bytes(), after.unwrap_or(-1)).unwrap();
             // As the poller: a note dictionary due is trained before the page.
-            isir::store::notes::tend(&store, epoch).await.unwrap();
+            if !plain_notes {
+                isir::store::notes::tend(&store, epoch).await.unwrap();
+            }
             store.write_page(epoch, after, &page).await.unwrap();
             after = page.last_id();
             n += batch.len();

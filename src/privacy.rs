@@ -59,6 +59,10 @@ pub fn is_erasure(type_code: &str, note: &Note) -> bool {
         || matches!(note, Note::Parsed(d) if d.struck_out.is_some())
 }
 
+/// The element of a note that strikes a case out (`datumVyskrtnuti`): a note naming it
+/// may be an erasure, and is kept as text at rest so that SQL can find it.
+pub const ERASURE_MARK: &str = "datumVyskrtnuti";
+
 /// A SQL condition over the columns `type_code` and `note` that holds for every action
 /// [`is_erasure`] may call an erasure, and for few others: a type code that contains an
 /// erasure type (however spaced), or a note naming `datumVyskrtnuti` (an element name,
@@ -70,11 +74,7 @@ pub fn erasure_candidates_sql() -> String {
         .map(|t| format!("type_code LIKE '%{t}%'"))
         .collect();
     // (A note holding the mark is kept as text, never compressed: `store::notes`.)
-    format!(
-        "({} OR note LIKE '%{}%')",
-        types.join(" OR "),
-        crate::store::notes::ERASURE_MARK
-    )
+    format!("({} OR note LIKE '%{ERASURE_MARK}%')", types.join(" OR "))
 }
 
 /// The fields of a person document whose value is personal whatever the person.

@@ -173,13 +173,11 @@ async fn the_previous_release_is_read(b: Backend) {
     let truth = sim.truth_all();
     let db = common::fresh_db(b).await;
     let before = 3_000;
-    let fields = isir::store::ACTION_FIELDS.join(", ");
-    let insert = format!(
-        "INSERT INTO actions ({fields}, stored_at, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, 0)"
-    );
-    macro_rules! previous_release {
+    // The previous release's schema: its own migration files, every one before the
+    // notes' (`sqlx::migrate!` limited to them); its rows written as it wrote them.
+    let store = isir::store::Store::connect(&db.url, 2).await.unwrap();
+    macro_rules! previous_migrations {
         ($pool:expr, $dir:literal, $last:expr) => {{
-            let pool = $pool;
             let mut m = sqlx::migrate!($dir);
             m.migrations = m
                 .migrations
@@ -188,50 +186,15 @@ async fn the_previous_release_is_read(b: Backend) {
                 .cloned()
                 .collect::<Vec<_>>()
                 .into();
-            m.run(&pool).await.unwrap();
-            for a in &truth[..before] {
-                sqlx::query(&insert)
-                    .bind(a.id)
-                    .bind(&a.created)
-                    .bind(&a.published)
-                    .bind(&a.document_url)
-                    .bind(&a.case_number)
-                    .bind(&a.type_code)
-                    .bind(&a.type_name)
-                    .bind(&a.section)
-                    .bind(a.number_in_section)
-                    .bind(&a.note)
-                    .execute(&pool)
-                    .await
-                    .unwrap();
-            }
-            sqlx::query("UPDATE writer_state SET checkpoint = $1 WHERE singleton = 1")
-                .bind(truth[before - 1].id)
-                .execute(&pool)
-                .await
-                .unwrap();
-            pool.close().await;
+            m.run($pool).await.unwrap();
         }};
     }
-    match b {
-        Backend::Sqlite => {
-            let opts: sqlx::sqlite::SqliteConnectOptions = db
-                .url
-                .parse::<sqlx::sqlite::SqliteConnectOptions>()
-                .unwrap()
-                .create_if_missing(true);
-            previous_release!(
-                sqlx::SqlitePool::connect_with(opts).await.unwrap(),
-                "migrations/sqlite",
-                6
-            )
-        }
-        Backend::Postgres => previous_release!(
-            sqlx::PgPool::connect(&db.url).await.unwrap(),
-            "migrations/postgres",
-            5
-        ),
+    match &store {
+        isir::store::Store::Sqlite(p) => previous_migrations!(p, "migrations/sqlite", 6),
+        isir::store::Store::Postgres(p) => previous_migrations!(p, "migrations/postgres", 5),
     }
+    common::write_as_previous_release(&store, &truth[..before]).await;
+    store.close().await;
     let mut s = common::settings(&url, &db);
     s.poll.max_batches_per_tick = 1000;
     let app = common::app(s).await;

@@ -110,6 +110,21 @@ async fn across(from: Backend, to: Backend) {
         .unwrap();
     assert_eq!(r.actions, 12_000);
     assert_eq!(a2.store.checkpoint().await.unwrap(), m.checkpoint);
+    // Both replicas keep most notes compressed (`store::notes`): the source with the
+    // dictionaries its poller trained, the restored one with a dictionary trained on
+    // the snapshot's first notes; the comparisons below read them decoded.
+    for (store, what) in [
+        (&a1.store, "the source"),
+        (&a2.store, "the restored replica"),
+    ] {
+        let z = common::count(
+            store,
+            "SELECT COUNT(*) FROM actions WHERE note_z IS NOT NULL AND case_number <> $1",
+            "",
+        )
+        .await;
+        assert!(z > 8_000, "{what}: {z} notes compressed");
+    }
     // The restore builds the replica's case index after its commit; one that died in
     // between leaves it missing, and the next start builds it.
     assert!(has_case_index(&a2.store, to).await, "built by the restore");

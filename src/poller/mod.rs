@@ -357,13 +357,7 @@ impl Poller {
             match crate::store::notes::tend(&self.store, grant.epoch).await {
                 Ok(Some(version)) => tracing::info!(version, "note dictionary trained"),
                 Ok(None) => {}
-                Err(StoreError::Fenced { mine, current }) => {
-                    metrics::counter!("isir_writes_fenced_total").increment(1);
-                    self.held = None;
-                    return TickOutcome::LeaseLost {
-                        reason: format!("fenced: epoch {mine} < {current}"),
-                    };
-                }
+                Err(StoreError::Fenced { mine, current }) => return self.fenced(mine, current),
                 // The page is stored with the notes as they are; the write says whether
                 // the store is failing.
                 Err(e) => tracing::warn!(error = %e, "note dictionary not trained"),
@@ -371,15 +365,7 @@ impl Poller {
             // The store checks the epoch and the checkpoint in the same transaction.
             match self.store.write_page(grant.epoch, checkpoint, &page).await {
                 Ok(_) => {}
-                Err(StoreError::Fenced { mine, current }) => {
-                    // A stale holder's commit, refused by the store: counted, and logged
-                    // once where the tick's outcome is.
-                    metrics::counter!("isir_writes_fenced_total").increment(1);
-                    self.held = None;
-                    return TickOutcome::LeaseLost {
-                        reason: format!("fenced: epoch {mine} < {current}"),
-                    };
-                }
+                Err(StoreError::Fenced { mine, current }) => return self.fenced(mine, current),
                 Err(e) => {
                     return TickOutcome::StoreError {
                         error: e.to_string(),
@@ -406,6 +392,16 @@ impl Poller {
             }
         }
         TickOutcome::BatchLimit
+    }
+
+    /// A stale holder's write, refused by the store: counted, and logged once where the
+    /// tick's outcome is.
+    fn fenced(&mut self, mine: i64, current: i64) -> TickOutcome {
+        metrics::counter!("isir_writes_fenced_total").increment(1);
+        self.held = None;
+        TickOutcome::LeaseLost {
+            reason: format!("fenced: epoch {mine} < {current}"),
+        }
     }
 
     /// The breaker and the strict rule, before a page with spoiled records is stored:

@@ -368,3 +368,37 @@ pub fn nightly(dir: &std::path::Path, keep: usize, include_pii: bool) -> isir::e
         tables: isir::export::Table::ALL.to_vec(),
     }
 }
+
+/// Writes `actions` and the checkpoint after them into `store` as the release before
+/// note dictionaries wrote them: the source's fields, the note as text (for upgrade
+/// tests, on a store whose schema is that release's).
+pub async fn write_as_previous_release(store: &Store, actions: &[isir::source::Action]) {
+    use isir::store::sql::{Tx, Val};
+    let insert = format!(
+        "INSERT INTO actions ({}, stored_at, epoch) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 0, 1)",
+        isir::store::ACTION_FIELDS.join(", ")
+    );
+    let mut tx = Tx::begin(store).await.unwrap();
+    for a in actions {
+        let row: Vec<Val> = vec![
+            a.id.into(),
+            a.created.as_str().into(),
+            a.published.as_str().into(),
+            a.document_url.as_deref().into(),
+            a.case_number.as_str().into(),
+            a.type_code.as_str().into(),
+            a.type_name.as_str().into(),
+            a.section.as_deref().into(),
+            a.number_in_section.into(),
+            a.note.as_deref().into(),
+        ];
+        tx.exec(&insert, &row).await.unwrap();
+    }
+    tx.exec(
+        "UPDATE writer_state SET checkpoint = $1, epoch = 1 WHERE singleton = 1",
+        &[actions.last().map(|a| a.id).into()],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+}
