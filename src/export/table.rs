@@ -202,8 +202,9 @@ pub(super) async fn write_table(
             // Only the exported fields are read out of each document, then masked; the
             // keyset position is read before the mask (a person ID becomes a reference).
             let mask = !opts.include_pii;
+            let reader = columns::Reader::new(cols);
             let mut write_doc = |d: &str| -> Result<Vec<columns::Cell>, ExportError> {
-                let row = columns::cells(d, cols).map_err(|e| {
+                let row = reader.cells(d).map_err(|e| {
                     ExportError::Invalid(format!("a projection document does not parse: {e}"))
                 })?;
                 if mask {

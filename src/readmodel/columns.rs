@@ -210,17 +210,40 @@ impl Cell {
 /// [`cell`] of the parsed document, read in one pass: only the wanted values are
 /// allocated, everything else is skipped.
 pub fn cells(doc: &str, cols: &[&str]) -> serde_json::Result<Vec<Cell>> {
-    use serde::de::DeserializeSeed;
-    let mut out = vec![Cell::Null; cols.len()];
-    let mut de = serde_json::Deserializer::from_str(doc);
-    Fields {
-        cols,
-        prefix: "",
-        out: &mut out,
+    Reader::new(cols).cells(doc)
+}
+
+/// [`cells`] of many documents for one list of columns: where each key of a document
+/// goes is worked out once, not for every key of every document (an export reads
+/// every document of a table).
+pub struct Reader<'c> {
+    cols: &'c [&'c str],
+    plan: flat::Plan<'c>,
+}
+
+impl<'c> Reader<'c> {
+    pub fn new(cols: &'c [&'c str]) -> Reader<'c> {
+        Reader {
+            cols,
+            plan: flat::Plan::new(cols),
+        }
     }
-    .deserialize(&mut de)?;
-    de.end()?;
-    Ok(out)
+
+    /// The cells of the columns of one JSON document ([`cells`]).
+    pub fn cells(&self, doc: &str) -> serde_json::Result<Vec<Cell>> {
+        use serde::de::DeserializeSeed;
+        let mut out = vec![Cell::Null; self.cols.len()];
+        let mut de = serde_json::Deserializer::from_str(doc);
+        Fields {
+            plan: &self.plan,
+            cols: self.cols,
+            prefix: "",
+            out: &mut out,
+        }
+        .deserialize(&mut de)?;
+        de.end()?;
+        Ok(out)
+    }
 }
 
 mod flat {
@@ -258,11 +281,70 @@ mod flat {
 
     /// The object at `prefix` (`""` or `"name."`): fills the cells of the columns under it.
     pub(super) struct Fields<'a, 'c> {
+        pub plan: &'a Plan<'c>,
         pub cols: &'a [&'c str],
         pub prefix: &'a str,
         pub out: &'a mut [Cell],
     }
 
+    /// Where each key that can fill a column goes, under each prefix (`""` and the
+    /// nested objects' `"name."`): [`Key::target`] of every such key, worked out once.
+    /// A key not in it fills nothing.
+    pub(crate) struct Plan<'c> {
+        by_prefix:
+            std::collections::HashMap<&'c str, std::collections::HashMap<&'c str, Target<'c>>>,
+    }
+
+    impl<'c> Plan<'c> {
+        pub(crate) fn new(cols: &'c [&'c str]) -> Plan<'c> {
+            let mut by_prefix = std::collections::HashMap::new();
+            let mut prefixes: Vec<&'c str> = vec![""];
+            for c in cols {
+                if let Some(i) = c.find('.') {
+                    prefixes.push(&c[..i + 1]);
+                }
+            }
+            prefixes.extend(super::FIRST_OF.iter().map(|(p, _)| *p));
+            prefixes.sort_unstable();
+            prefixes.dedup();
+            for prefix in prefixes {
+                // Every key that can hit under `prefix`: a column's rest after it, the
+                // part of a column before its `.` (a nested object), a list's name.
+                let mut keys: Vec<&'c str> = Vec::new();
+                for c in cols {
+                    if let Some(rest) = c.strip_prefix(prefix) {
+                        keys.push(rest);
+                        if let Some(i) = rest.find('.') {
+                            keys.push(&rest[..i]);
+                        }
+                    }
+                }
+                if prefix.is_empty() {
+                    keys.extend(super::FIRST_OF.iter().map(|(_, l)| *l));
+                    keys.extend(super::COUNT_OF.iter().map(|(_, l)| *l));
+                }
+                let mut m = std::collections::HashMap::new();
+                for k in keys {
+                    let t = Key { cols, prefix }.target(k);
+                    if !matches!(t, Target::Skip) {
+                        m.entry(k).or_insert(t);
+                    }
+                }
+                by_prefix.insert(prefix, m);
+            }
+            Plan { by_prefix }
+        }
+
+        fn target(&self, prefix: &str, k: &str) -> Target<'c> {
+            self.by_prefix
+                .get(prefix)
+                .and_then(|m| m.get(k))
+                .copied()
+                .unwrap_or(Target::Skip)
+        }
+    }
+
+    #[derive(Clone, Copy)]
     enum Target<'k> {
         Col(usize),
         Nested(&'k str),
@@ -278,6 +360,7 @@ mod flat {
     /// A list's first element into the columns under `first`, its length into column
     /// `count`. Anything but a list leaves them empty.
     struct List<'a, 'c> {
+        plan: &'a Plan<'c>,
         cols: &'a [&'c str],
         first: Option<&'static str>,
         count: Option<usize>,
@@ -301,6 +384,7 @@ mod flat {
             if let Some(prefix) = self.first
                 && seq
                     .next_element_seed(Fields {
+                        plan: self.plan,
                         cols: self.cols,
                         prefix,
                         out: &mut *self.out,
@@ -324,24 +408,37 @@ mod flat {
         ignore_scalars!();
     }
 
-    struct Key<'a, 'c> {
-        cols: &'a [&'c str],
+    /// Where a key of the object at `prefix` goes, by its plan.
+    struct PlannedKey<'a, 'c> {
+        plan: &'a Plan<'c>,
         prefix: &'a str,
     }
 
-    impl<'de, 'c> DeserializeSeed<'de> for Key<'_, 'c> {
+    impl<'de, 'c> DeserializeSeed<'de> for PlannedKey<'_, 'c> {
         type Value = Target<'c>;
         fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Target<'c>, D::Error> {
             d.deserialize_str(self)
         }
     }
 
-    impl<'de, 'c> Visitor<'de> for Key<'_, 'c> {
+    impl<'de, 'c> Visitor<'de> for PlannedKey<'_, 'c> {
         type Value = Target<'c>;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
             f.write_str("a key")
         }
         fn visit_str<E: de::Error>(self, k: &str) -> Result<Target<'c>, E> {
+            Ok(self.plan.target(self.prefix, k))
+        }
+    }
+
+    /// The rule of where a key goes (the plan is made of it).
+    struct Key<'a, 'c> {
+        cols: &'a [&'c str],
+        prefix: &'a str,
+    }
+
+    impl<'c> Key<'_, 'c> {
+        fn target(self, k: &str) -> Target<'c> {
             if self.prefix.is_empty() {
                 // A list some columns read the first element or the length of.
                 let first = super::FIRST_OF
@@ -353,7 +450,7 @@ mod flat {
                     .find(|(_, l)| *l == k)
                     .and_then(|(c, _)| self.cols.iter().position(|x| x == c));
                 if first.is_some() || count.is_some() {
-                    return Ok(Target::List { first, count });
+                    return Target::List { first, count };
                 }
             }
             for (i, c) in self.cols.iter().enumerate() {
@@ -379,9 +476,9 @@ mod flat {
                 {
                     continue;
                 }
-                return Ok(hit);
+                return hit;
             }
-            Ok(Target::Skip)
+            Target::Skip
         }
     }
 
@@ -398,18 +495,20 @@ mod flat {
             f.write_str("a JSON document")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-            while let Some(t) = map.next_key_seed(Key {
-                cols: self.cols,
+            while let Some(t) = map.next_key_seed(PlannedKey {
+                plan: self.plan,
                 prefix: self.prefix,
             })? {
                 match t {
                     Target::Col(i) => self.out[i] = map.next_value::<Cell>()?,
                     Target::Nested(prefix) => map.next_value_seed(Fields {
+                        plan: self.plan,
                         cols: self.cols,
                         prefix,
                         out: &mut *self.out,
                     })?,
                     Target::List { first, count } => map.next_value_seed(List {
+                        plan: self.plan,
                         cols: self.cols,
                         first,
                         count,
