@@ -278,3 +278,38 @@ async fn a_damaged_note_is_an_error_naming_its_action() {
         .to_string();
     assert!(e.contains(&victim.id.to_string()), "{e}");
 }
+
+/// A dictionary is added only by the writer whose epoch the store holds: a stale
+/// holder's is refused as fenced and adds nothing; the holder's is the first version.
+#[tokio::test]
+async fn a_stale_writer_adds_no_dictionary() {
+    use isir::source::parse::parse_data_response;
+    use isir::source::write::data_response;
+    let sim = isir::sim::Simulator::new(isir::sim::SimOptions {
+        actions: 2_000,
+        ..Default::default()
+    });
+    for b in common::BOTH {
+        let db = common::fresh_db(b).await;
+        let store = common::store(&db).await;
+        // Pages stored without the poller's dictionary check: notes as text, enough of
+        // them for the first dictionary.
+        let e = store.register_epoch(1).await.unwrap();
+        let xml = data_response(&sim.truth_after(-1, 2_000));
+        let page = parse_data_response(xml.as_bytes(), -1).unwrap();
+        store.write_page(e, None, &page).await.unwrap();
+        store.register_epoch(e + 1).await.unwrap();
+        match notes::tend(&store, e).await {
+            Err(isir::store::StoreError::Fenced { mine, current }) => {
+                assert_eq!((mine, current), (e, e + 1), "{b:?}")
+            }
+            other => panic!("{b:?}: a stale writer's dictionary: {other:?}"),
+        }
+        let none =
+            common::count(&store, "SELECT COUNT(*) FROM note_dicts WHERE $1 = $1", "x").await;
+        assert_eq!(none, 0, "{b:?}");
+        assert_eq!(notes::tend(&store, e + 1).await.unwrap(), Some(1), "{b:?}");
+        // Not due again until SAMPLES_MAX notes are stored.
+        assert_eq!(notes::tend(&store, e + 1).await.unwrap(), None, "{b:?}");
+    }
+}
