@@ -51,21 +51,17 @@ pub struct AtRest {
     pub dict: Option<i64>,
 }
 
-/// A dictionary, prepared for both directions.
+/// A dictionary, prepared for both directions. (Its version and samples are its
+/// store's: the same bytes may be another version in another store.)
 pub struct Dict {
     pub id: i64,
-    pub version: i64,
-    pub samples: i64,
     enc: zstd::dict::EncoderDictionary<'static>,
     dec: zstd::dict::DecoderDictionary<'static>,
 }
 
 impl std::fmt::Debug for Dict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dict")
-            .field("id", &self.id)
-            .field("version", &self.version)
-            .finish()
+        f.debug_struct("Dict").field("id", &self.id).finish()
     }
 }
 
@@ -97,24 +93,18 @@ fn id_of(bytes: &[u8]) -> i64 {
 
 impl Dict {
     /// Prepares `bytes` (a zstd dictionary whose ID field is its [`id_of`]).
-    fn prepare(bytes: &[u8], version: i64, samples: i64) -> Result<Dict, sqlx::Error> {
+    fn prepare(bytes: &[u8]) -> Result<Dict, sqlx::Error> {
         let id = id_of(bytes);
         if bytes.len() < 8 || bytes[..4] != DICT_MAGIC || bytes[4..8] != (id as u32).to_le_bytes() {
             return Err(decode_error(format!(
-                "note dictionary version {version} is not the dictionary its ID names (damaged?)"
+                "note dictionary {id} is not the dictionary its ID names (damaged?)"
             )));
         }
         let enc = zstd::dict::EncoderDictionary::try_copy(bytes, LEVEL)
-            .map_err(|e| decode_error(format!("note dictionary version {version}: {e}")))?;
+            .map_err(|e| decode_error(format!("note dictionary {id}: {e}")))?;
         let dec = zstd::dict::DecoderDictionary::try_copy(bytes)
-            .map_err(|e| decode_error(format!("note dictionary version {version}: {e}")))?;
-        Ok(Dict {
-            id,
-            version,
-            samples,
-            enc,
-            dec,
-        })
+            .map_err(|e| decode_error(format!("note dictionary {id}: {e}")))?;
+        Ok(Dict { id, enc, dec })
     }
 
     fn cached(id: i64) -> Option<Arc<Dict>> {
@@ -236,8 +226,8 @@ impl Unpacker {
         })?;
         let bad = |why: String| {
             decode_error(format!(
-                "action {id}: its note does not decode with dictionary version {}: {why}",
-                dict.version
+                "action {id}: its note does not decode with dictionary {}: {why}",
+                dict.id
             ))
         };
         let size = match zstd::zstd_safe::get_frame_content_size(&z) {
@@ -318,21 +308,19 @@ impl Unpacker {
                 u.hold(d);
                 continue;
             }
-            let row: Option<(i64, i64, Vec<u8>)> = c
-                .query_row(
-                    "SELECT version, samples, bytes FROM note_dicts WHERE id = ?1",
-                    [id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
+            let row: Option<Vec<u8>> = c
+                .query_row("SELECT bytes FROM note_dicts WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
                 .map(Some)
                 .or_else(|e| match e {
                     rusqlite::Error::QueryReturnedNoRows => Ok(None),
                     e => Err(e),
                 })?;
-            let Some((version, samples, bytes)) = row else {
+            let Some(bytes) = row else {
                 return Ok(Err(missing(id)));
             };
-            match Dict::prepare(&bytes, version, samples) {
+            match Dict::prepare(&bytes) {
                 Ok(d) => u.hold(Dict::keep(d)),
                 Err(e) => return Ok(Err(e)),
             }
@@ -369,7 +357,7 @@ mod tests {
         let refs: Vec<&str> = n.iter().map(String::as_str).collect();
         let bytes = train(&refs).expect("enough to train on");
         assert_eq!(&bytes[..4], &DICT_MAGIC);
-        let d = Dict::keep(Dict::prepare(&bytes, 1, refs.len() as i64).unwrap());
+        let d = Dict::keep(Dict::prepare(&bytes).unwrap());
         let mut p = Packer::new(Some(d.clone()));
         let mut u = Unpacker::new();
         u.hold(d.clone());
@@ -392,7 +380,7 @@ mod tests {
     fn erasure_marks_and_absent_notes_stay_as_they_are() {
         let n = notes(2_000);
         let refs: Vec<&str> = n.iter().map(String::as_str).collect();
-        let d = Dict::keep(Dict::prepare(&train(&refs).unwrap(), 1, 2_000).unwrap());
+        let d = Dict::keep(Dict::prepare(&train(&refs).unwrap()).unwrap());
         let mut p = Packer::new(Some(d));
         let struck = n[5].replace(
             "</vec>",
@@ -410,7 +398,7 @@ mod tests {
         let n = notes(2_000);
         let refs: Vec<&str> = n.iter().map(String::as_str).collect();
         let bytes = train(&refs).unwrap();
-        let d = Dict::keep(Dict::prepare(&bytes, 1, 2_000).unwrap());
+        let d = Dict::keep(Dict::prepare(&bytes).unwrap());
         let mut p = Packer::new(Some(d.clone()));
         let mut row = p.pack(Some(&n[1]));
         let z = row.z.as_mut().unwrap();
@@ -423,7 +411,7 @@ mod tests {
         let mut other = bytes.clone();
         let last = other.len() - 1;
         other[last] ^= 1;
-        assert!(Dict::prepare(&other, 2, 2_000).is_err());
+        assert!(Dict::prepare(&other).is_err());
         // A row naming a dictionary the unpacker does not hold.
         let row = AtRest {
             text: None,

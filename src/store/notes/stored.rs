@@ -55,22 +55,14 @@ pub(super) async fn by_id(tx: &mut Tx, id: i64) -> Result<Arc<Dict>, sqlx::Error
         return Ok(d);
     }
     let sql = format!(
-        "SELECT CAST(version AS TEXT) || ' ' || CAST(samples AS TEXT) || ' ' || {} FROM note_dicts WHERE id = $1",
+        "SELECT {} FROM note_dicts WHERE id = $1",
         hex_sql(tx.is_postgres(), "bytes")
     );
     let row = tx.texts(&sql, &[id.into()]).await?;
     let row = row.into_iter().next().ok_or_else(|| missing(id))?;
-    let mut f = row.splitn(3, ' ');
-    let mut parse = || -> Option<(i64, i64, Vec<u8>)> {
-        Some((
-            f.next()?.parse().ok()?,
-            f.next()?.parse().ok()?,
-            hex::decode(f.next()?).ok()?,
-        ))
-    };
-    let (version, samples, bytes) =
-        parse().ok_or_else(|| decode_error(format!("note dictionary {id}: a malformed row")))?;
-    Ok(Dict::keep(Dict::prepare(&bytes, version, samples)?))
+    let bytes = hex::decode(row)
+        .map_err(|_| decode_error(format!("note dictionary {id}: a malformed row")))?;
+    Ok(Dict::keep(Dict::prepare(&bytes)?))
 }
 
 /// The newest dictionary of the store, if any.
@@ -143,31 +135,31 @@ pub async fn add(tx: &mut Tx, samples: Vec<String>) -> Result<Option<Arc<Dict>>,
     let n = samples.len() as i64;
     let bytes = train_apart(samples).await?;
     match bytes {
-        Some(b) => Ok(Some(add_trained(tx, b, n).await?)),
+        Some(b) => Ok(Some(add_trained(tx, b, n).await?.0)),
         None => Ok(None),
     }
 }
 
 /// Adds the trained dictionary `bytes` (of `samples` notes) as the next version, in
-/// `tx`; the same bytes again keep the version they have.
+/// `tx`, and gives it with its version; the same bytes again keep the version they
+/// have.
 pub async fn add_trained(
     tx: &mut Tx,
     bytes: Vec<u8>,
     samples: i64,
-) -> Result<Arc<Dict>, sqlx::Error> {
+) -> Result<(Arc<Dict>, i64), sqlx::Error> {
     let id = id_of(&bytes);
-    if tx
+    if let Some(v) = tx
         .int("SELECT version FROM note_dicts WHERE id = $1", &[id.into()])
         .await?
-        .is_some()
     {
-        return by_id(tx, id).await;
+        return Ok((by_id(tx, id).await?, v));
     }
     let version = tx
         .int("SELECT COALESCE(MAX(version), 0) + 1 FROM note_dicts", &[])
         .await?
         .unwrap_or(1);
-    let d = Dict::prepare(&bytes, version, samples)?;
+    let d = Dict::prepare(&bytes)?;
     tx.exec(
         "INSERT INTO note_dicts (id, version, created_at, samples, bytes) VALUES ($1, $2, $3, $4, $5)",
         &[
@@ -179,15 +171,15 @@ pub async fn add_trained(
         ],
     )
     .await?;
-    Ok(Dict::keep(d))
+    Ok((Dict::keep(d), version))
 }
 
-/// How many notes the next automatic dictionary is trained on, given the newest
-/// (`None`: no dictionary is due, ever again).
-pub fn next_samples(newest: Option<&Dict>) -> Option<usize> {
+/// How many notes the next automatic dictionary is trained on, given the notes the
+/// newest was trained on (`None`: no dictionary is due, ever again).
+pub fn next_samples(newest: Option<i64>) -> Option<usize> {
     match newest {
         None => Some(SAMPLES_FIRST),
-        Some(d) if (d.samples as usize) < SAMPLES_MAX => Some(SAMPLES_MAX),
+        Some(n) if (n as usize) < SAMPLES_MAX => Some(SAMPLES_MAX),
         Some(_) => None,
     }
 }
@@ -195,8 +187,13 @@ pub fn next_samples(newest: Option<&Dict>) -> Option<usize> {
 /// The samples of the automatic dictionary due now, if one is: the newest notes, once
 /// the replica holds as many as it is trained on ([`next_samples`]). A read.
 pub async fn due(tx: &mut Tx) -> Result<Option<Vec<String>>, sqlx::Error> {
-    let last = current(tx).await?;
-    let Some(want) = next_samples(last.as_deref()) else {
+    let last = tx
+        .int(
+            "SELECT samples FROM note_dicts ORDER BY version DESC LIMIT 1",
+            &[],
+        )
+        .await?;
+    let Some(want) = next_samples(last) else {
         return Ok(None);
     };
     if stored_up_to(tx, want).await? < want {
@@ -233,7 +230,7 @@ pub async fn tend(store: &Store, epoch: i64) -> Result<Option<i64>, StoreError> 
             current,
         });
     }
-    let d = add_trained(&mut tx, bytes, n).await?;
+    let (_, version) = add_trained(&mut tx, bytes, n).await?;
     tx.commit().await?;
-    Ok(Some(d.version))
+    Ok(Some(version))
 }
