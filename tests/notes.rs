@@ -120,6 +120,34 @@ async fn every_note_round_trips(b: Backend) {
         .await,
         marked as i64
     );
+    // No debtor's data in any dictionary (trained on the notes as erasure redacts
+    // them): the truth's debtors' birth numbers and dates of birth.
+    let hexes = common::texts(
+        &app.store,
+        if matches!(b, Backend::Postgres) {
+            "SELECT encode(bytes, 'hex') FROM note_dicts"
+        } else {
+            "SELECT hex(bytes) FROM note_dicts"
+        },
+        &[],
+    )
+    .await;
+    let all: Vec<Vec<u8>> = hexes.iter().map(|h| hex::decode(h).unwrap()).collect();
+    let mut checked = 0;
+    for d in sim.truth_debtors() {
+        for v in [d.person.birth_number, d.person.birth_date]
+            .into_iter()
+            .flatten()
+        {
+            checked += 1;
+            assert!(
+                !all.iter()
+                    .any(|b| b.windows(v.len()).any(|w| w == v.as_bytes())),
+                "{b:?}: a debtor's {v} in a dictionary"
+            );
+        }
+    }
+    assert!(checked > 1_000, "{checked} debtor values checked");
     // Smaller: the compressed rows' frames against their notes' text in the truth.
     let ids = common::texts(
         &app.store,
