@@ -89,6 +89,12 @@ pub trait Builder: Send + Sync {
     fn tables(&self, pg: bool) -> &'static [&'static str];
     /// CREATE statements for version `v`.
     fn ddl(&self, v: i64, pg: bool) -> Vec<String>;
+    /// Base names of tables an earlier release made and this one no longer keeps: a new
+    /// version never has them, and the swap of a rebuild drops the old version's (the
+    /// live version's go in [`Builder::upgrade`]).
+    fn retired_tables(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Indexes of version `v` that an earlier release made and this one replaced: the
     /// upgrade of a version drops them once their replacements exist.
     fn retired_indexes(&self, _v: i64, _pg: bool) -> Vec<String> {
@@ -192,7 +198,7 @@ async fn create_version(
     v: i64,
     defer_indexes: bool,
 ) -> Result<(), ProjectionError> {
-    for t in b.tables(tx.is_postgres()) {
+    for t in b.tables(tx.is_postgres()).iter().chain(b.retired_tables()) {
         tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{v}"), &[])
             .await?;
     }

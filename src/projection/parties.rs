@@ -1,12 +1,17 @@
 //! The parties projection: every person of every case, keyed by (case, origin court,
-//! person ID), the latest action winning for each field, with its history per action,
-//! and the search keys (IČO, birth number, a name key without case and diacritics).
+//! person ID), the latest action winning for each field, with the first action that
+//! named the person, and the search keys (IČO, birth number, a name key without case
+//! and diacritics).
 //!
-//! Owns `parties_vN`, `party_history_vN`, `erasures_vN` and, through [`super::names`],
-//! the name-search index `names_vN` (with `name_terms_vN` on PostgreSQL). On a § 425 erasure it deletes the debtors' rows,
-//! their index entries and history (their person ID itself is built from name and birth
-//! date) in the same step, records the erasure, and keeps every later debtor action of
-//! that case out.
+//! Owns `parties_vN`, `erasures_vN` and, through [`super::names`], the name-search index
+//! `names_vN` (with `name_terms_vN` on PostgreSQL). On a § 425 erasure it deletes the
+//! debtors' rows and their index entries (their person ID itself is built from name and
+//! birth date) in the same step, records the erasure, and keeps every later debtor
+//! action of that case out.
+//!
+//! It keeps no per-action copy of a person block: each one is in the replica's note,
+//! which is where a person's history is read from (releases before 2026-12-06 kept a
+//! `party_history_vN` table of them, which [`Parties::upgrade`] drops).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -62,14 +67,12 @@ pub fn fold(recs: &[Record]) -> BTreeMap<(String, String, String), PartyDoc> {
     let mut docs = BTreeMap::new();
     let mut erased = HashSet::new();
     let mut c = Counts::default();
-    let mut hist = Vec::new();
     for r in recs {
         apply_one(
             r,
             &mut docs,
             &mut erased,
             &mut c,
-            &mut hist,
             &mut Vec::new(),
             &mut Vec::new(),
         );
@@ -84,7 +87,6 @@ fn apply_one(
     docs: &mut BTreeMap<Key, PartyDoc>,
     erased: &mut HashSet<String>,
     counts: &mut Counts,
-    history: &mut Vec<(Key, i64, String)>,
     new_erasures: &mut Vec<(String, i64, String)>,
     deleted: &mut Vec<Key>,
 ) {
@@ -122,7 +124,6 @@ fn apply_one(
                         ..Default::default()
                     });
                     doc.merge(p, a.id);
-                    history.push((key, a.id, serde_json::to_string(p).unwrap_or_default()));
                 }
             }
         }
@@ -146,7 +147,6 @@ fn apply_one(
             .collect();
         for k in gone {
             docs.remove(&k);
-            history.retain(|(hk, _, _)| *hk != k);
             deleted.push(k);
         }
     }
@@ -164,16 +164,14 @@ impl Builder for Parties {
         // PostgreSQL's name index is a table of persons and a table of their terms
         // (`super::names`); SQLite's one FTS5 table holds both.
         if pg {
-            &[
-                "parties",
-                "party_history",
-                "erasures",
-                "names",
-                "name_terms",
-            ]
+            &["parties", "erasures", "names", "name_terms"]
         } else {
-            &["parties", "party_history", "erasures", "names"]
+            &["parties", "erasures", "names"]
         }
+    }
+
+    fn retired_tables(&self) -> &'static [&'static str] {
+        &[HISTORY]
     }
 
     fn per_case(&self) -> bool {
@@ -185,7 +183,7 @@ impl Builder for Parties {
             format!(
                 "CREATE TABLE parties_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
                  role TEXT, kind TEXT, ico TEXT, rc TEXT, name_key TEXT, latest_action_id BIGINT NOT NULL, \
-                 doc TEXT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
+                 doc TEXT NOT NULL, first_action_id BIGINT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
             ),
             // Each search key with the table's key after it: a lookup reads its persons
             // in the keyset order of `/v1/subjects` and stops at the page's end, however
@@ -198,10 +196,6 @@ impl Builder for Parties {
             ),
             format!(
                 "CREATE INDEX parties_v{v}_name ON parties_v{v} (name_key, case_number, court, person_id)"
-            ),
-            format!(
-                "CREATE TABLE party_history_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
-                 action_id BIGINT NOT NULL, person TEXT NOT NULL, PRIMARY KEY (case_number, court, person_id, action_id))"
             ),
             format!(
                 "CREATE TABLE erasures_v{v} (case_number TEXT PRIMARY KEY, action_id BIGINT NOT NULL, struck_out TEXT NOT NULL)"
@@ -230,25 +224,8 @@ impl Builder for Parties {
     }
 
     async fn upgrade(&self, tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
-        if super::names::current(tx, v).await? == Some(true) {
-            return Ok(false);
-        }
-        let n = super::names::backfill(tx, v).await?;
-        // A new table, filled at once: on SQLite its full-text index in one segment, as
-        // a rebuild leaves it (the backfill's chunks left one each: 18 at 100 000 cases,
-        // each read by every search until merged); its statistics now, not when
-        // autovacuum comes.
-        super::optimize(tx, &format!("names_v{v}")).await?;
-        super::analyze(tx, &format!("names_v{v}")).await?;
-        if tx.is_postgres() {
-            super::analyze(tx, &format!("name_terms_v{v}")).await?;
-        }
-        tracing::info!(
-            version = v,
-            persons = n,
-            "parties: name-search index built for a store made before this release's index"
-        );
-        Ok(true)
+        let first = first_action_column(tx, v).await?;
+        Ok(names_index(tx, v).await? || first)
     }
 
     async fn apply(
@@ -331,7 +308,6 @@ impl Builder for Parties {
         }
         let before: HashMap<Key, PartyDoc> =
             docs.iter().map(|(k, d)| (k.clone(), d.clone())).collect();
-        let mut history = Vec::new();
         let mut new_erasures = Vec::new();
         let mut deleted = Vec::new();
         for r in recs {
@@ -340,7 +316,6 @@ impl Builder for Parties {
                 &mut docs,
                 &mut erased,
                 counts,
-                &mut history,
                 &mut new_erasures,
                 &mut deleted,
             );
@@ -364,6 +339,7 @@ impl Builder for Parties {
                     d.name.as_deref().map(name_key).into(),
                     d.latest_action_id.into(),
                     serde_json::to_string(d)?.into(),
+                    d.first_action_id.into(),
                 ])
             })
             .collect::<Result<_, serde_json::Error>>()?;
@@ -380,6 +356,7 @@ impl Builder for Parties {
                 "name_key",
                 "latest_action_id",
                 "doc",
+                "first_action_id",
             ],
             &["case_number", "court", "person_id"],
             &rows,
@@ -390,19 +367,6 @@ impl Builder for Parties {
             .map(|d| (before.get(&d.key()).map(|b| b.latest_action_id), *d))
             .collect();
         super::names::write(tx, v, &indexed).await?;
-        let hist: Vec<Vec<Val>> = history
-            .into_iter()
-            .map(|((c, ct, p), id, person)| {
-                vec![c.into(), ct.into(), p.into(), id.into(), person.into()]
-            })
-            .collect();
-        tx.insert_with(
-            &format!("party_history_v{v}"),
-            &["case_number", "court", "person_id", "action_id", "person"],
-            &hist,
-            " ON CONFLICT (case_number, court, person_id, action_id) DO NOTHING",
-        )
-        .await?;
         // With `redact_replica`, every row of an erased case leaves the raw replica
         // redacted: the rows up to the erasure when it is applied, and each later row of
         // the case when the builder reaches it (the cursor moves past it in this
@@ -440,19 +404,108 @@ impl Builder for Parties {
             )
             .await?;
         }
-        // Erased debtors go, with their history, in the same step.
+        // Erased debtors go in the same step.
         for (c, ct, p) in &deleted {
             super::names::delete(tx, v, [c, ct, p]).await?;
-            for t in ["parties", "party_history"] {
-                tx.exec(
-                    &format!("DELETE FROM {t}_v{v} WHERE case_number = $1 AND court = $2 AND person_id = $3"),
-                    &[c.as_str().into(), ct.as_str().into(), p.as_str().into()],
-                )
-                .await?;
-            }
+            tx.exec(
+                &format!(
+                    "DELETE FROM parties_v{v} WHERE case_number = $1 AND court = $2 AND person_id = $3"
+                ),
+                &[c.as_str().into(), ct.as_str().into(), p.as_str().into()],
+            )
+            .await?;
         }
         Ok(())
     }
+}
+
+/// The name-search index of a version made before it ([`super::names`]); whether it
+/// was built.
+async fn names_index(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    if super::names::current(tx, v).await? == Some(true) {
+        return Ok(false);
+    }
+    let n = super::names::backfill(tx, v).await?;
+    // A new table, filled at once: on SQLite its full-text index in one segment, as
+    // a rebuild leaves it (the backfill's chunks left one each: 18 at 100 000 cases,
+    // each read by every search until merged); its statistics now, not when
+    // autovacuum comes.
+    super::optimize(tx, &format!("names_v{v}")).await?;
+    super::analyze(tx, &format!("names_v{v}")).await?;
+    if tx.is_postgres() {
+        super::analyze(tx, &format!("name_terms_v{v}")).await?;
+    }
+    tracing::info!(
+        version = v,
+        persons = n,
+        "parties: name-search index built for a store made before this release's index"
+    );
+    Ok(true)
+}
+
+/// The per-action table of person blocks that releases before 2026-12-06 kept.
+const HISTORY: &str = "party_history";
+
+/// `parties_vN.first_action_id` for a version made before the column: added and filled
+/// with what the feed read from the history table until then (the first action that
+/// named the person; the party's document, which holds the same, where no history row
+/// is left), and the history table dropped, all in the caller's transaction. Whether it
+/// changed anything.
+async fn first_action_column(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    let table = format!("parties_v{v}");
+    let has = if tx.is_postgres() {
+        "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() \
+         AND table_name = $1 AND column_name = 'first_action_id'"
+    } else {
+        "SELECT COUNT(*) FROM pragma_table_info($1) WHERE name = 'first_action_id'"
+    };
+    if tx.int(has, &[table.as_str().into()]).await?.unwrap_or(0) > 0 {
+        return Ok(false);
+    }
+    let history = format!("{HISTORY}_v{v}");
+    let history_exists = if tx.is_postgres() {
+        "SELECT COUNT(*) FROM pg_class WHERE relname = $1 AND relkind IN ('r', 'p') \
+         AND relnamespace = current_schema()::regnamespace"
+    } else {
+        "SELECT COUNT(*) FROM sqlite_master WHERE name = $1 AND type = 'table'"
+    };
+    let from_history = tx
+        .int(history_exists, &[history.as_str().into()])
+        .await?
+        .unwrap_or(0)
+        > 0;
+    let from_doc = if tx.is_postgres() {
+        "(doc::json->>'first_action_id')::bigint"
+    } else {
+        "json_extract(doc, '$.first_action_id')"
+    };
+    tx.exec(
+        &format!("ALTER TABLE {table} ADD COLUMN first_action_id BIGINT"),
+        &[],
+    )
+    .await?;
+    let first = if from_history {
+        format!(
+            "COALESCE((SELECT MIN(h.action_id) FROM {history} h WHERE h.case_number = {table}.case_number \
+             AND h.court = {table}.court AND h.person_id = {table}.person_id), {from_doc})"
+        )
+    } else {
+        from_doc.to_string()
+    };
+    tx.exec(
+        &format!("UPDATE {table} SET first_action_id = {first}"),
+        &[],
+    )
+    .await?;
+    tx.exec(&format!("DROP VIEW IF EXISTS {HISTORY}"), &[])
+        .await?;
+    tx.exec(&format!("DROP TABLE IF EXISTS {history}"), &[])
+        .await?;
+    tracing::info!(
+        version = v,
+        "parties: first actions moved into the parties table, the per-action history dropped"
+    );
+    Ok(true)
 }
 
 /// Redacts, in the raw replica, the notes of `case`'s rows up to `upto`

@@ -462,7 +462,10 @@ async fn finish_rebuild(
                 &[next_key.as_str().into()],
             )
             .await?;
-            for t in b.tables(tx.is_postgres()) {
+            for t in b.retired_tables() {
+                tx.exec(&format!("DROP VIEW IF EXISTS {t}"), &[]).await?;
+            }
+            for t in b.tables(tx.is_postgres()).iter().chain(b.retired_tables()) {
                 tx.exec(&format!("DROP TABLE IF EXISTS {t}_v{}", old.version), &[])
                     .await?;
             }

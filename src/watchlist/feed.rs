@@ -20,7 +20,7 @@
 //! A party's role is its latest one. A debtor erased under § 425 is gone from the parties
 //! projection, and with it every match through that debtor.
 //!
-//! Owns the queries only; reads the `parties`, `party_history` and `timeline` views
+//! Owns the queries only; reads the `parties` and `timeline` views
 //! through the caller's snapshot, and never writes.
 
 use std::collections::HashMap;
@@ -56,8 +56,7 @@ fn role_filter(roles: Roles) -> &'static str {
 }
 
 /// A party's first action: its first person record (party row `p`).
-const FIRST: &str = "(SELECT MIN(h.action_id) FROM party_history h WHERE h.case_number = p.case_number \
-                     AND h.court = p.court AND h.person_id = p.person_id)";
+const FIRST: &str = "p.first_action_id";
 
 /// Whether the party row `p` is a debtor, as 1 or 0.
 const DEBTOR: &str = "CASE WHEN p.role = 'DLUŽNÍK' THEN 1 ELSE 0 END";

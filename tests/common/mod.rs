@@ -295,8 +295,8 @@ pub async fn dump(store: &Store) -> BTreeMap<&'static str, Vec<String>> {
             "SELECT doc FROM parties ORDER BY case_number, court, person_id",
         ),
         (
-            "party_history",
-            "SELECT case_number || person_id || CAST(action_id AS TEXT) || person FROM party_history ORDER BY 1",
+            "first_actions",
+            "SELECT case_number || '|' || court || '|' || person_id || '|' || CAST(first_action_id AS TEXT) FROM parties ORDER BY 1",
         ),
         (
             "erasures",
