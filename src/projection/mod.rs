@@ -15,6 +15,7 @@ pub mod parties;
 mod rebuild;
 mod step;
 pub mod timeline;
+mod upgrade;
 pub mod verify;
 mod wal;
 

@@ -1,0 +1,98 @@
+//! In-place upgrades of the versions that earlier releases built: what a builder's
+//! `upgrade` adds to a version made before a change of its shape (a column, an index),
+//! in the caller's transaction, so that a store keeps serving without a rebuild.
+//!
+//! Owns no table of its own; it only alters the builder's tables of the version it is
+//! given, and never reads the replica except through the builder's own backfills.
+
+use super::ProjectionError;
+use crate::store::sql::Tx;
+
+/// The name-search index of a version made before it ([`super::names`]); whether it
+/// was built.
+pub(super) async fn names_index(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    if super::names::current(tx, v).await? == Some(true) {
+        return Ok(false);
+    }
+    let n = super::names::backfill(tx, v).await?;
+    // A new table, filled at once: on SQLite its full-text index in one segment, as
+    // a rebuild leaves it (the backfill's chunks left one each: 18 at 100 000 cases,
+    // each read by every search until merged); its statistics now, not when
+    // autovacuum comes.
+    super::optimize(tx, &format!("names_v{v}")).await?;
+    super::analyze(tx, &format!("names_v{v}")).await?;
+    if tx.is_postgres() {
+        super::analyze(tx, &format!("name_terms_v{v}")).await?;
+    }
+    tracing::info!(
+        version = v,
+        persons = n,
+        "parties: name-search index built for a store made before this release's index"
+    );
+    Ok(true)
+}
+
+/// The per-action table of person blocks that releases before 2026-12-06 kept.
+pub(super) const HISTORY: &str = "party_history";
+
+/// `parties_vN.first_action_id` for a version made before the column: added and filled
+/// with what the feed read from the history table until then (the first action that
+/// named the person; the party's document, which holds the same, where no history row
+/// is left), and the history table dropped, all in the caller's transaction. Whether it
+/// changed anything.
+pub(super) async fn first_action_column(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    let table = format!("parties_v{v}");
+    let has = if tx.is_postgres() {
+        "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() \
+         AND table_name = $1 AND column_name = 'first_action_id'"
+    } else {
+        "SELECT COUNT(*) FROM pragma_table_info($1) WHERE name = 'first_action_id'"
+    };
+    if tx.int(has, &[table.as_str().into()]).await?.unwrap_or(0) > 0 {
+        return Ok(false);
+    }
+    let history = format!("{HISTORY}_v{v}");
+    let history_exists = if tx.is_postgres() {
+        "SELECT COUNT(*) FROM pg_class WHERE relname = $1 AND relkind IN ('r', 'p') \
+         AND relnamespace = current_schema()::regnamespace"
+    } else {
+        "SELECT COUNT(*) FROM sqlite_master WHERE name = $1 AND type = 'table'"
+    };
+    let from_history = tx
+        .int(history_exists, &[history.as_str().into()])
+        .await?
+        .unwrap_or(0)
+        > 0;
+    let from_doc = if tx.is_postgres() {
+        "(doc::json->>'first_action_id')::bigint"
+    } else {
+        "json_extract(doc, '$.first_action_id')"
+    };
+    tx.exec(
+        &format!("ALTER TABLE {table} ADD COLUMN first_action_id BIGINT"),
+        &[],
+    )
+    .await?;
+    let first = if from_history {
+        format!(
+            "COALESCE((SELECT MIN(h.action_id) FROM {history} h WHERE h.case_number = {table}.case_number \
+             AND h.court = {table}.court AND h.person_id = {table}.person_id), {from_doc})"
+        )
+    } else {
+        from_doc.to_string()
+    };
+    tx.exec(
+        &format!("UPDATE {table} SET first_action_id = {first}"),
+        &[],
+    )
+    .await?;
+    tx.exec(&format!("DROP VIEW IF EXISTS {HISTORY}"), &[])
+        .await?;
+    tx.exec(&format!("DROP TABLE IF EXISTS {history}"), &[])
+        .await?;
+    tracing::info!(
+        version = v,
+        "parties: first actions moved into the parties table, the per-action history dropped"
+    );
+    Ok(true)
+}
