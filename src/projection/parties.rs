@@ -11,7 +11,7 @@
 //!
 //! It keeps no per-action copy of a person block: each one is in the replica's note,
 //! which is where a person's history is read from (releases before 2026-12-06 kept a
-//! `party_history_vN` table of them, which [`super::upgrade`] drops).
+//! `party_history_vN` table of them, which `projection/upgrade.rs` drops).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
