@@ -240,7 +240,7 @@ async fn plans(b: Backend) {
         }
     }
     // The events feed: by its key, a court, a type or several, a case.
-    let cols = isir::read::queries::event_json_sql(pg);
+    let cols = isir::read::queries::event_json_sql(pg, at.is_table());
     let feeds: Vec<(&str, EventQuery, Vec<&str>, bool)> = vec![
         (
             "all",

@@ -1118,16 +1118,36 @@ async fn sqlite_reads_are_prepared_once_whatever_their_values() {
             .map(Result::unwrap)
             .collect()
     };
-    assert_eq!((afters.len(), pairs.len()), (2, 2), "values to read");
-    let feed = |after: i64| {
+    // The feed of a court (the two courts with most events): an equality on a column
+    // of the walk's index, which samples would make SQLite compile again per value (a
+    // position alone is the table's rowid range, which no sample ever concerns).
+    let courts: Vec<String> = {
+        let mut s = c
+            .prepare(&format!(
+                "SELECT court FROM timeline_v{timeline_v} WHERE court IS NOT NULL GROUP BY 1 \
+                 ORDER BY COUNT(*) DESC LIMIT 2"
+            ))
+            .unwrap();
+        s.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        (afters.len(), courts.len(), pairs.len()),
+        (2, 2, 2),
+        "values to read"
+    );
+    let feed = |(after, court): (i64, &String)| {
         let q = EventQuery {
             after,
             limit: 51,
+            court: Some(court.clone()),
             ..Default::default()
         };
         lists::events(
             &q,
-            &isir::read::queries::event_json_sql(false),
+            &isir::read::queries::event_json_sql(false, true),
             &Source::Sqlite(timeline_v),
         )
         .unwrap()
@@ -1145,7 +1165,11 @@ async fn sqlite_reads_are_prepared_once_whatever_their_values() {
     let reprepared = |c: &rusqlite::Connection| -> Vec<i32> {
         let mut out = Vec::new();
         for statements in [
-            afters.iter().map(|a| feed(*a)).collect::<Vec<_>>(),
+            afters
+                .iter()
+                .zip(&courts)
+                .map(|(a, c)| feed((*a, c)))
+                .collect::<Vec<_>>(),
             pairs.iter().map(list).collect(),
         ] {
             let mut st = c.prepare(&statements[0].0).unwrap();

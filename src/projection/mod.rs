@@ -118,6 +118,11 @@ pub trait Builder: Send + Sync {
     async fn before_indexes(&self, _tx: &mut Tx, _v: i64) -> Result<(), ProjectionError> {
         Ok(())
     }
+    /// The query of the view named `t` over its table of version `v`: the table as it is,
+    /// unless the builder stores some cells in a shorter form than it serves.
+    fn view_sql(&self, t: &str, v: i64) -> String {
+        format!("SELECT * FROM {t}_v{v}")
+    }
     /// Fills a new version with what it starts from (e.g. the seeded code list).
     async fn seed(&self, _tx: &mut Tx, _v: i64) -> Result<(), ProjectionError> {
         Ok(())
@@ -225,7 +230,7 @@ async fn create_indexes(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), Proj
 async fn point_views(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
     for t in b.tables(tx.is_postgres()) {
         tx.exec(&format!("DROP VIEW IF EXISTS {t}"), &[]).await?;
-        tx.exec(&format!("CREATE VIEW {t} AS SELECT * FROM {t}_v{v}"), &[])
+        tx.exec(&format!("CREATE VIEW {t} AS {}", b.view_sql(t, v)), &[])
             .await?;
     }
     Ok(())

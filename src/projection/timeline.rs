@@ -7,8 +7,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{Builder, Counts, ProjectionError};
-use crate::readmodel::{Event, TIMELINE_COLUMNS as COLUMNS};
+use super::{Builder, Counts, ProjectionError, upgrade};
+use crate::readmodel::columns::timeline_sql;
+use crate::readmodel::{Event, TIMELINE_COLUMNS as COLUMNS, TimelineCells};
 use crate::source::model::{Flag, Note, Record};
 use crate::store::sql::{Tx, Val};
 
@@ -102,30 +103,58 @@ impl Builder for Timeline {
         // would keep a hidden rowid and a second b-tree (the key's index) to write for
         // every event.
         let key = if pg { "BIGINT" } else { "INTEGER" };
+        // An SQLite index ends with the rowid (here the action ID) and is ordered by it:
+        // naming the column again would store it twice in every entry.
+        let id = if pg { ", action_id" } else { "" };
         vec![
+            // `type_name`, `document_url` and `document_id` hold the short cells
+            // (`TimelineCells`); the view serves them whole.
             format!(
                 "CREATE TABLE timeline_v{v} (action_id {key} PRIMARY KEY, case_number TEXT NOT NULL, court TEXT, \
-                 type_code TEXT NOT NULL, type_name TEXT NOT NULL, source_type_name TEXT NOT NULL, section TEXT, \
+                 type_code TEXT NOT NULL, type_name TEXT, source_type_name TEXT NOT NULL, section TEXT, \
                  number_in_section BIGINT, document_url TEXT, published TEXT NOT NULL, created TEXT NOT NULL, \
                  slot_action_id BIGINT, secondary_action {b} NOT NULL, secondary_document {b} NOT NULL, \
-                 legal_force_date TEXT, corrected_published TEXT, annulled TEXT)"
+                 legal_force_date TEXT, corrected_published TEXT, annulled TEXT, document_id TEXT)"
             ),
-            format!("CREATE INDEX timeline_v{v}_case ON timeline_v{v} (case_number, action_id)"),
-            format!("CREATE INDEX timeline_v{v}_type ON timeline_v{v} (type_code, action_id)"),
+            format!("CREATE INDEX timeline_v{v}_case ON timeline_v{v} (case_number{id})"),
+            format!("CREATE INDEX timeline_v{v}_type ON timeline_v{v} (type_code{id})"),
             // The events feed by court, and by court and type (`read::lists`).
-            format!("CREATE INDEX timeline_v{v}_court ON timeline_v{v} (court, action_id)"),
+            format!("CREATE INDEX timeline_v{v}_court ON timeline_v{v} (court{id})"),
             format!(
-                "CREATE INDEX timeline_v{v}_court_type ON timeline_v{v} (court, type_code, action_id)"
+                "CREATE INDEX timeline_v{v}_court_type ON timeline_v{v} (court, type_code{id})"
             ),
+            // On SQLite the table is its key's b-tree (a rowid table would keep the key
+            // a second time, in its index).
             format!(
                 "CREATE TABLE slots_v{v} (case_number TEXT NOT NULL, section TEXT NOT NULL, number BIGINT NOT NULL, \
-                 first_action_id BIGINT NOT NULL, PRIMARY KEY (case_number, section, number))"
+                 first_action_id BIGINT NOT NULL, PRIMARY KEY (case_number, section, number)){}",
+                if pg { "" } else { " WITHOUT ROWID" }
             ),
             format!(
                 "CREATE TABLE event_types_v{v} (code TEXT PRIMARY KEY, name TEXT NOT NULL, source TEXT NOT NULL, \
                  created TEXT, cancelled TEXT, action_id BIGINT)"
             ),
         ]
+    }
+
+    fn view_sql(&self, t: &str, v: i64) -> String {
+        if t != "timeline" {
+            return format!("SELECT * FROM {t}_v{v}");
+        }
+        // Every column whole, under its own name: the published shape, whatever the
+        // stored form.
+        let cols: Vec<String> = COLUMNS
+            .iter()
+            .map(|c| match timeline_sql(c) {
+                e if e == *c => e,
+                e => format!("{e} AS {c}"),
+            })
+            .collect();
+        format!("SELECT {} FROM timeline_v{v}", cols.join(", "))
+    }
+
+    async fn upgrade(&self, tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+        upgrade::timeline_short_cells(tx, v).await
     }
 
     async fn seed(&self, tx: &mut Tx, v: i64) -> Result<(), ProjectionError> {
@@ -241,19 +270,27 @@ impl Builder for Timeline {
             &code_rows,
         )
         .await?;
+        // A version made before the short cells may still have `type_name NOT NULL`
+        // (SQLite cannot drop a constraint in place): its names are stored whole.
+        let whole_names = upgrade::timeline_names_required(tx, v).await?;
         let rows: Vec<Vec<Val>> = events
             .iter()
             .map(|e| {
+                let short = TimelineCells::of(e);
+                let type_name = match whole_names {
+                    true => Some(e.type_name.as_str()),
+                    false => short.type_name,
+                };
                 vec![
                     e.action_id.into(),
                     e.case_number.as_str().into(),
                     e.court.clone().into(),
                     e.type_code.as_str().into(),
-                    e.type_name.as_str().into(),
+                    type_name.into(),
                     e.source_type_name.as_str().into(),
                     e.section.clone().into(),
                     e.number_in_section.into(),
-                    e.document_url.clone().into(),
+                    short.document_url.into(),
                     e.published.as_str().into(),
                     e.created.as_str().into(),
                     e.slot_action_id.into(),
@@ -262,12 +299,14 @@ impl Builder for Timeline {
                     e.legal_force_date.clone().into(),
                     e.corrected_published.clone().into(),
                     e.annulled.clone().into(),
+                    short.document_id.into(),
                 ]
             })
             .collect();
+        let stored: Vec<&str> = COLUMNS.iter().copied().chain(["document_id"]).collect();
         tx.insert_with(
             &format!("timeline_v{v}"),
-            COLUMNS,
+            &stored,
             &rows,
             " ON CONFLICT (action_id) DO NOTHING",
         )

@@ -96,3 +96,53 @@ pub(super) async fn first_action_column(tx: &mut Tx, v: i64) -> Result<bool, Pro
     );
     Ok(true)
 }
+
+/// Whether `table` has column `col`, and if so whether it is `NOT NULL`.
+async fn column(tx: &mut Tx, table: &str, col: &str) -> Result<Option<bool>, ProjectionError> {
+    let sql = if tx.is_postgres() {
+        "SELECT CAST(CASE WHEN is_nullable = 'NO' THEN 1 ELSE 0 END AS BIGINT) FROM information_schema.columns \
+         WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2"
+    } else {
+        "SELECT \"notnull\" FROM pragma_table_info($1) WHERE name = $2"
+    };
+    Ok(tx
+        .int(sql, &[table.into(), col.into()])
+        .await?
+        .map(|n| n != 0))
+}
+
+/// The short cells of `timeline_vN` (`readmodel::TimelineCells`) for a version made
+/// before them: `document_id` added, and on PostgreSQL `type_name` made nullable. Rows
+/// stored before keep their whole cells, which read the same; SQLite cannot drop the
+/// old `NOT NULL` in place, so there the version goes on storing whole type names
+/// ([`timeline_names_required`]) until a rebuild. Whether it changed anything (the view
+/// is then made again, to serve the new column's links).
+pub(super) async fn timeline_short_cells(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    let table = format!("timeline_v{v}");
+    if column(tx, &table, "document_id").await?.is_some() {
+        return Ok(false);
+    }
+    tx.exec(
+        &format!("ALTER TABLE {table} ADD COLUMN document_id TEXT"),
+        &[],
+    )
+    .await?;
+    if tx.is_postgres() {
+        tx.exec(
+            &format!("ALTER TABLE {table} ALTER COLUMN type_name DROP NOT NULL"),
+            &[],
+        )
+        .await?;
+    }
+    tracing::info!(
+        version = v,
+        "timeline: document links stored short from now on, earlier rows kept whole"
+    );
+    Ok(true)
+}
+
+/// Whether `timeline_vN` still requires whole type names (an earlier release's SQLite
+/// version, see [`timeline_short_cells`]).
+pub(super) async fn timeline_names_required(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    Ok(column(tx, &format!("timeline_v{v}"), "type_name").await? == Some(true))
+}

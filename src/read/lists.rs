@@ -29,6 +29,11 @@ impl Source {
         }
     }
 
+    /// Whether it reads a version's tables themselves (SQLite), not their views.
+    pub fn is_table(&self) -> bool {
+        matches!(self, Source::Sqlite(_))
+    }
+
     /// The timeline table or view this source reads.
     pub fn timeline(&self) -> String {
         match self {

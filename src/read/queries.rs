@@ -73,7 +73,7 @@ pub async fn case_events_text(
 ) -> Result<Vec<String>, Problem> {
     let sql = format!(
         "SELECT {} FROM timeline WHERE case_number = $1 AND action_id > $2 ORDER BY action_id LIMIT $3",
-        event_json_sql(tx.is_postgres())
+        event_json_sql(tx.is_postgres(), false)
     );
     Ok(tx
         .texts(&sql, &[case_number.into(), after.into(), Val::from(limit)])

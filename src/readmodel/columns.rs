@@ -160,8 +160,25 @@ pub fn event_text(row: &str) -> serde_json::Result<String> {
     serde_json::to_string(&serde_json::from_str::<EventRow>(row)?)
 }
 
-/// The JSON object of a timeline row.
-pub fn event_json_sql(pg: bool) -> String {
+/// The SQL expression of timeline column `c` ([`super::TIMELINE_COLUMNS`]) over the
+/// timeline table itself: the short cells ([`super::TimelineCells`]) put back whole;
+/// every other column as it is. (The view serves them whole.)
+pub fn timeline_sql(c: &str) -> String {
+    match c {
+        "type_name" => "COALESCE(type_name, source_type_name)".into(),
+        "document_url" => format!(
+            "COALESCE(document_url, '{}' || document_id)",
+            super::DOCUMENT_URL_PREFIX
+        ),
+        c => c.into(),
+    }
+}
+
+/// The JSON object of a timeline row: over the view (`table` false), which serves every
+/// column whole, or over a version's table itself (SQLite's lists, [`timeline_sql`]).
+/// Readers of the view do not depend on the table's stored form: a store whose
+/// projector has not upgraded it yet reads the same.
+pub fn event_json_sql(pg: bool, table: bool) -> String {
     let b = |c: &str| {
         if pg {
             c.to_string()
@@ -179,6 +196,7 @@ pub fn event_json_sql(pg: bool) -> String {
         .iter()
         .map(|c| match *c {
             "secondary_action" | "secondary_document" => format!("'{c}', {}", b(c)),
+            c if table => format!("'{c}', {}", timeline_sql(c)),
             c => format!("'{c}', {c}"),
         })
         .collect();

@@ -148,7 +148,41 @@ pub struct Event {
     pub annulled: Option<String>,
 }
 
-/// The columns of the timeline table (one row an action), in their order.
+/// The register's document links all begin with this (`dokumentUrl`, PROTOCOL.md): the
+/// timeline table stores what follows it (`document_id`), not the link, and its readers
+/// put the link back together ([`columns::timeline_sql`]).
+pub const DOCUMENT_URL_PREFIX: &str =
+    "https://isir.justice.cz:8443/isir_public_ws/doc/Document?idDokument=";
+
+/// The cells of an [`Event`] that the timeline table stores short, equal on reading
+/// ([`columns::timeline_sql`]) to the event's fields:
+/// - `type_name` is NULL when it is the source's name (`source_type_name`), as it is for
+///   nearly every action;
+/// - a link that begins with [`DOCUMENT_URL_PREFIX`] is stored as what follows it in
+///   `document_id` (`document_url` NULL); any other link whole in `document_url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimelineCells<'a> {
+    pub type_name: Option<&'a str>,
+    pub document_url: Option<&'a str>,
+    pub document_id: Option<&'a str>,
+}
+
+impl<'a> TimelineCells<'a> {
+    pub fn of(e: &'a Event) -> Self {
+        let type_name = (e.type_name != e.source_type_name).then_some(e.type_name.as_str());
+        let url = e.document_url.as_deref();
+        let id = url.and_then(|u| u.strip_prefix(DOCUMENT_URL_PREFIX));
+        TimelineCells {
+            type_name,
+            document_url: if id.is_some() { None } else { url },
+            document_id: id,
+        }
+    }
+}
+
+/// The columns of the timeline (one row an action) as its readers see them, in their
+/// order: the table stores `type_name` and `document_url` short ([`TimelineCells`]), with
+/// `document_id` after these, and its view serves these whole.
 pub const TIMELINE_COLUMNS: &[&str] = &[
     "action_id",
     "case_number",

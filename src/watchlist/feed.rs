@@ -297,7 +297,7 @@ pub fn positions_sql(roles: Roles, drive: Drive, pg: bool) -> String {
          WHERE timeline.action_id = e.aid AND e.pos IS NOT NULL AND e.pos <= $5 AND (e.pos > $3 OR (e.pos = $3 AND e.aid > $4)) \
          ORDER BY e.pos, e.aid LIMIT $6",
         m = matches_sql(roles, drive),
-        json = columns::event_json_sql(pg),
+        json = columns::event_json_sql(pg, false),
     )
 }
 
