@@ -99,6 +99,39 @@ fn assert_served(got: &BTreeMap<i64, Event>, truth: &[Action], what: &str) {
     assert!(links > got.len() / 4, "{what}: {links} links");
 }
 
+/// `/v1/events` of the read API over `store`, page after page: each event's
+/// `type_name` and `document_url` by action ID (on SQLite the lists read the table).
+async fn api_events(store: &Store) -> BTreeMap<i64, (String, String)> {
+    store.set_setting("phase", "serve").await.unwrap();
+    let opts = isir::read::ReadOptions {
+        rate_per_second: 10_000,
+        burst: 10_000,
+        ..Default::default()
+    };
+    let (base, _stop) = common::serve_api(isir::read::ReadState::new(store.clone(), opts)).await;
+    let http = reqwest::Client::new();
+    let mut out = BTreeMap::new();
+    let mut path = "/v1/events?limit=1000".to_string();
+    loop {
+        let r = http.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        for e in body["events"].as_array().unwrap() {
+            out.insert(
+                e["action_id"].as_i64().unwrap(),
+                (
+                    e["type_name"].as_str().unwrap().to_string(),
+                    e["document_url"].as_str().unwrap_or_default().to_string(),
+                ),
+            );
+        }
+        match body["next"].as_str() {
+            Some(n) => path = n.to_string(),
+            None => return out,
+        }
+    }
+}
+
 /// The events export's `type_name` and `document_url` cells by action ID.
 async fn exported(store: &Store) -> BTreeMap<i64, (String, String)> {
     let dir = tempfile::tempdir().unwrap();
@@ -145,6 +178,7 @@ async fn short_cells_are_stored_and_served_whole(b: Backend) {
         assert_eq!(served(store, "timeline_v1").await, view, "table");
     }
     assert_exported(&exported(store).await, &view);
+    assert_exported(&api_events(store).await, &view);
     // Stored short: no link whole (every one the simulator makes has the prefix), its
     // ID instead; a type name only where it is not the published one.
     let linked = truth.iter().filter(|a| a.document_url.is_some()).count() as i64;
@@ -229,6 +263,7 @@ async fn short_cells_are_stored_and_served_whole(b: Backend) {
         assert_eq!(g.type_name, name, "{}", a.id);
     }
     assert_exported(&exported(&store).await, &got);
+    assert_exported(&api_events(&store).await, &got);
     assert_eq!(
         n(
             &store,
@@ -298,6 +333,9 @@ async fn a_timeline_version_made_before_the_short_cells(b: Backend) {
     }
     tx.commit().await.unwrap();
     let old = served(store, "timeline").await;
+    // Read before the projector opens the projections (a read-only `isir serve`, or the
+    // API before the projector's first round): whole, as stored.
+    assert_exported(&api_events(store).await, &old);
     assert_eq!(
         old.len(),
         truth
@@ -317,6 +355,7 @@ async fn a_timeline_version_made_before_the_short_cells(b: Backend) {
         assert_eq!(served(store, "timeline_v1").await, view, "table");
     }
     assert_exported(&exported(store).await, &view);
+    assert_exported(&api_events(store).await, &view);
     // The actions applied after the upgrade are stored short; those before kept whole.
     assert_eq!(
         n(store, &format!("SELECT COUNT(*) FROM timeline_v1 WHERE action_id > {half} AND document_url IS NOT NULL")).await,

@@ -122,7 +122,7 @@ pub(crate) async fn events(
             )));
         }
     }
-    let cols = queries::event_json_sql(tx.is_postgres(), at.is_table());
+    let cols = queries::event_json_sql(tx.is_postgres(), lists::short_cells(&mut tx, &at).await?);
     if streaming {
         lists::events(&eq, &cols, &at)?; // refuses what it refuses before any row
         let pages = EventPages { q: eq, at, cols };

@@ -43,6 +43,24 @@ impl Source {
     }
 }
 
+/// Whether the timeline that `at` reads holds short cells to put back
+/// ([`crate::readmodel::TimelineCells`]): a version's table on SQLite once it has
+/// `document_id` (a version an earlier release made lacks it until the projector opens
+/// the projections, and holds its cells whole until then); never a view, which serves
+/// them whole.
+pub async fn short_cells(tx: &mut crate::store::sql::Tx, at: &Source) -> Result<bool, Problem> {
+    let Source::Sqlite(v) = at else {
+        return Ok(false);
+    };
+    let n = tx
+        .int(
+            "SELECT COUNT(*) FROM pragma_table_info($1) WHERE name = 'document_id'",
+            &[format!("timeline_v{v}").into()],
+        )
+        .await?;
+    Ok(n.unwrap_or(0) > 0)
+}
+
 /// The [`Source`] of a list over `projection`'s tables in `tx`'s snapshot.
 pub async fn source(tx: &mut crate::store::sql::Tx, projection: &str) -> Result<Source, Problem> {
     if tx.is_postgres() {

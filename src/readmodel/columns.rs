@@ -177,7 +177,8 @@ pub fn timeline_sql(c: &str) -> String {
 /// The JSON object of a timeline row: over the view (`table` false), which serves every
 /// column whole, or over a version's table itself (SQLite's lists, [`timeline_sql`]).
 /// Readers of the view do not depend on the table's stored form: a store whose
-/// projector has not upgraded it yet reads the same.
+/// projector has not upgraded it yet reads the same; a reader of the table asks first
+/// whether it has short cells (`read::lists::short_cells`).
 pub fn event_json_sql(pg: bool, table: bool) -> String {
     let b = |c: &str| {
         if pg {
