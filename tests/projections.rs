@@ -16,26 +16,6 @@ use isir::source::model::{Note, Record};
 use isir::store::Store;
 use isir::store::sql::Tx;
 
-async fn replica(
-    b: Backend,
-    n: usize,
-    seed: u64,
-) -> (
-    isir::sim::Simulator,
-    common::TestDb,
-    isir::app::App,
-    isir::sim::SimGuard,
-) {
-    let (sim, url, g) = common::sim(n, 1000, seed).await;
-    let db = common::fresh_db(b).await;
-    let mut s = common::settings(&url, &db);
-    s.poll.max_batches_per_tick = 10_000;
-    let app = common::app(s).await;
-    let t = app.poller().unwrap().poll_once().await;
-    assert_eq!(t.actions as usize, n);
-    (sim, db, app, g)
-}
-
 /// The published actions with their notes as the generator made them: neither the
 /// note writer nor the parser stands between the truth and the expectations.
 fn records(sim: &isir::sim::Simulator) -> Vec<Record> {
@@ -209,7 +189,7 @@ fn expectations(recs: &[Record]) -> BTreeMap<String, Expect> {
 }
 
 async fn projections_match_truth(b: Backend) {
-    let (sim, _db, app, _g) = replica(b, 30_000, 31).await;
+    let (sim, _db, app, _g) = common::replica(b, 30_000, 31).await;
     let store = &app.store;
     catch_up_all(store, 777).await;
     let recs = records(&sim);
@@ -596,7 +576,7 @@ async fn rebuild_equals_incremental() {
 /// counter of `ANALYZE` runs on the new tables says so (the final refresh alone is one).
 #[tokio::test]
 async fn a_postgres_rebuild_refreshes_statistics_as_the_version_grows() {
-    let (_sim, _db, app, _g) = replica(Backend::Postgres, 12_000, 41).await;
+    let (_sim, _db, app, _g) = common::replica(Backend::Postgres, 12_000, 41).await;
     catch_up_all(&app.store, 5000).await;
     // Batches of 300 actions: 40 of them, so the schedule refreshes at least 6 times.
     let m = projection::rebuild(&app.store, "parties", 300)
@@ -704,7 +684,7 @@ async fn unknown_codes_and_unparsed_details_never_stop_a_builder() {
 
 #[tokio::test]
 async fn a_failing_action_stops_the_builder_at_that_action() {
-    let (sim, _db, app, _g) = replica(Backend::Sqlite, 3000, 33).await;
+    let (sim, _db, app, _g) = common::replica(Backend::Sqlite, 3000, 33).await;
     let store = &app.store;
     projection::ensure_all(store).await.unwrap();
     let truth = sim.truth_all();
@@ -860,7 +840,7 @@ async fn the_daemon_builds_projections_in_the_project_phase() {
 #[tokio::test]
 async fn a_version_is_verified_before_it_is_swapped_in() {
     for b in BOTH {
-        let (_sim, _db, app, _g) = replica(b, 8_000, 33).await;
+        let (_sim, _db, app, _g) = common::replica(b, 8_000, 33).await;
         let store = &app.store;
         catch_up_all(store, 2000).await;
         let ms = projection::metas(store).await.unwrap();
@@ -913,7 +893,7 @@ async fn a_version_is_verified_before_it_is_swapped_in() {
 /// is done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swap_does_not_stall_readers_behind_a_long_export() {
-    let (sim, _db, app, _g) = replica(Backend::Postgres, 8_000, 34).await;
+    let (sim, _db, app, _g) = common::replica(Backend::Postgres, 8_000, 34).await;
     let store = app.store.clone();
     catch_up_all(&store, 2000).await;
     let before = projection::metas(&store).await.unwrap();
@@ -982,7 +962,7 @@ async fn a_swap_does_not_stall_readers_behind_a_long_export() {
 /// transaction that builds the new version's indexes).
 #[tokio::test]
 async fn a_sqlite_rebuild_keeps_its_wal_bounded() {
-    let (_sim, db, app, _g) = replica(Backend::Sqlite, 60_000, 41).await;
+    let (_sim, db, app, _g) = common::replica(Backend::Sqlite, 60_000, 41).await;
     let file = std::path::PathBuf::from(db.url.strip_prefix("sqlite://").unwrap());
     let wal = file.with_file_name("isir.db-wal");
     catch_up_all(&app.store, 5000).await;
@@ -1047,7 +1027,7 @@ async fn a_sqlite_rebuild_keeps_its_wal_bounded() {
 /// table says which segments hold terms).
 #[tokio::test]
 async fn the_sqlite_name_index_is_merged_periodically_and_one_segment_after_a_rebuild() {
-    let (_sim, _db, app, _g) = replica(Backend::Sqlite, 12_000, 43).await;
+    let (_sim, _db, app, _g) = common::replica(Backend::Sqlite, 12_000, 43).await;
     catch_up_all(&app.store, 200).await;
     let segments = |v: i64| {
         let store = app.store.clone();
@@ -1083,7 +1063,7 @@ async fn the_sqlite_name_index_is_merged_periodically_and_one_segment_after_a_re
 async fn sqlite_reads_are_prepared_once_whatever_their_values() {
     use isir::read::lists::{self, CaseQuery, EventQuery, Sort, Source};
     use isir::store::sql::Val;
-    let (_sim, db, app, _g) = replica(Backend::Sqlite, 6_000, 45).await;
+    let (_sim, db, app, _g) = common::replica(Backend::Sqlite, 6_000, 45).await;
     catch_up_all(&app.store, 1_000).await;
     let path = db.url.strip_prefix("sqlite://").unwrap().to_string();
     let c = rusqlite::Connection::open(&path).unwrap();
@@ -1252,7 +1232,7 @@ fn first_actions(recs: &[Record]) -> BTreeMap<String, i64> {
 /// Opening the projections adds the column, filled from that table, and drops it with
 /// its view; a rebuild's swap drops a history table a rebuild of that release left.
 async fn a_parties_version_made_before_the_first_action_column(b: Backend) {
-    let (sim, _db, app, _g) = replica(b, 6_000, 53).await;
+    let (sim, _db, app, _g) = common::replica(b, 6_000, 53).await;
     catch_up_all(&app.store, 5000).await;
     let recs = records(&sim);
     let exp = expectations(&recs);

@@ -21,26 +21,6 @@ use isir::store::sql::Tx;
 /// from the code under test.
 const PREFIX: &str = "https://isir.justice.cz:8443/isir_public_ws/doc/Document?idDokument=";
 
-async fn replica(
-    b: Backend,
-    n: usize,
-    seed: u64,
-) -> (
-    isir::sim::Simulator,
-    common::TestDb,
-    isir::app::App,
-    isir::sim::SimGuard,
-) {
-    let (sim, url, g) = common::sim(n, 1000, seed).await;
-    let db = common::fresh_db(b).await;
-    let mut s = common::settings(&url, &db);
-    s.poll.max_batches_per_tick = 10_000;
-    let app = common::app(s).await;
-    let t = app.poller().unwrap().poll_once().await;
-    assert_eq!(t.actions as usize, n);
-    (sim, db, app, g)
-}
-
 /// The events of `from` (the view, or on SQLite a version's table) as their JSON says.
 async fn served(store: &Store, from: &str) -> BTreeMap<i64, Event> {
     let pg = Tx::begin(store).await.unwrap().is_postgres();
@@ -167,7 +147,7 @@ fn assert_exported(got: &BTreeMap<i64, (String, String)>, events: &BTreeMap<i64,
 }
 
 async fn short_cells_are_stored_and_served_whole(b: Backend) {
-    let (sim, _db, app, _g) = replica(b, 4_000, 71).await;
+    let (sim, _db, app, _g) = common::replica(b, 4_000, 71).await;
     let store = &app.store;
     catch_up_all(store).await;
     let truth: Vec<Action> = sim.truth_models().into_iter().map(|(a, _)| a).collect();
@@ -291,7 +271,7 @@ async fn short_cells_are_stored_and_served_whole_postgres() {
 /// names stay whole: the constraint stays until a rebuild); every event is served as
 /// before, and a rebuild serves the same.
 async fn a_timeline_version_made_before_the_short_cells(b: Backend) {
-    let (sim, _db, app, _g) = replica(b, 4_000, 72).await;
+    let (sim, _db, app, _g) = common::replica(b, 4_000, 72).await;
     let store = &app.store;
     catch_up_all(store).await;
     let truth: Vec<Action> = sim.truth_models().into_iter().map(|(a, _)| a).collect();

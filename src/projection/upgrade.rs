@@ -42,13 +42,7 @@ pub(super) const HISTORY: &str = "party_history";
 /// changed anything.
 pub(super) async fn first_action_column(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
     let table = format!("parties_v{v}");
-    let has = if tx.is_postgres() {
-        "SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = current_schema() \
-         AND table_name = $1 AND column_name = 'first_action_id'"
-    } else {
-        "SELECT COUNT(*) FROM pragma_table_info($1) WHERE name = 'first_action_id'"
-    };
-    if tx.int(has, &[table.as_str().into()]).await?.unwrap_or(0) > 0 {
+    if column(tx, &table, "first_action_id").await?.is_some() {
         return Ok(false);
     }
     let history = format!("{HISTORY}_v{v}");

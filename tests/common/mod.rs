@@ -402,3 +402,17 @@ pub async fn write_as_previous_release(store: &Store, actions: &[isir::source::A
     .unwrap();
     tx.commit().await.unwrap();
 }
+
+/// A simulated stream of `n` actions (`seed`) on a fresh store of back end `b`, all
+/// ingested in one tick; the projections not built.
+#[allow(dead_code)]
+pub async fn replica(b: Backend, n: usize, seed: u64) -> (Simulator, TestDb, App, SimGuard) {
+    let (sim, url, g) = sim(n, 1000, seed).await;
+    let db = fresh_db(b).await;
+    let mut s = settings(&url, &db);
+    s.poll.max_batches_per_tick = 10_000;
+    let app = app(s).await;
+    let t = app.poller().unwrap().poll_once().await;
+    assert_eq!(t.actions as usize, n);
+    (sim, db, app, g)
+}
