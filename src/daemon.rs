@@ -88,6 +88,7 @@ pub async fn run(app: &App, mut shutdown: watch::Receiver<bool>) -> anyhow::Resu
                     .iter()
                     .map(|t| crate::export::Table::parse(t).map_err(anyhow::Error::msg))
                     .collect::<Result<_, _>>()?,
+                formats: app.settings.export.formats()?,
             };
             Some(tokio::spawn(crate::export::run_nightly(
                 app.store.clone(),

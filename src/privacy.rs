@@ -80,6 +80,12 @@ pub fn erasure_candidates_sql() -> String {
 /// The fields of a person document whose value is personal whatever the person.
 const PERSONAL_FIELDS: &[&str] = &["birth_number", "birth_date"];
 
+/// Whether the mask replaces every value of field `leaf` by `***` (so that a typed
+/// export column of it holds text when masked).
+pub fn masked_column(leaf: &str) -> bool {
+    PERSONAL_FIELDS.contains(&leaf)
+}
+
 /// The address fields of a natural person readers without the scope still see (the
 /// town, as the register's own search shows it); the rest of the address is personal.
 const PUBLIC_ADDRESS_FIELDS: &[&str] = &["kind", "city", "district", "country"];

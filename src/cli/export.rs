@@ -1,4 +1,4 @@
-//! `isir export`: a CSV export of the projections in one read snapshot, with a manifest
+//! `isir export`: a CSV and/or Parquet export of the projections in one read snapshot, with a manifest
 //! (run from cron, or nightly by the daemon with `export.schedule`).
 
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 use clap::Args;
 
 use super::{Exit, Output};
-use crate::config::{Settings, Table};
+use crate::config::{Format, Settings, Table};
 use crate::store::Store;
 
 #[derive(Args, Debug)]
@@ -24,7 +24,10 @@ pub struct ExportArgs {
         default_value = "cases,parties,events,stats"
     )]
     pub tables: Vec<Table>,
-    /// Compress each file with gzip.
+    /// File formats, comma-separated: csv, parquet (default: `export.formats`, csv).
+    #[arg(long = "format", value_enum, value_delimiter = ',', value_name = "FORMAT")]
+    pub formats: Vec<Format>,
+    /// Compress each CSV file with gzip (Parquet is compressed inside, with zstd).
     #[arg(long)]
     pub gzip: bool,
     /// Only events after this action ID (a previous export's watermark).
@@ -55,6 +58,11 @@ pub async fn run(settings: &Settings, store: &Store, a: ExportArgs) -> anyhow::R
         &crate::export::ExportOptions {
             out: a.out.clone(),
             tables: a.tables.clone(),
+            formats: if a.formats.is_empty() {
+                settings.export.formats()?
+            } else {
+                a.formats.clone()
+            },
             gzip: a.gzip,
             since_watermark: a.since_watermark,
             include_pii: a.include_pii,
@@ -68,7 +76,7 @@ pub async fn run(settings: &Settings, store: &Store, a: ExportArgs) -> anyhow::R
         let mut t = String::new();
         for f in &m.files {
             t.push_str(&format!(
-                "{:<16} {:>10} rows {:>14} bytes  sha256 {}\n",
+                "{:<34} {:>10} rows {:>14} bytes  sha256 {}\n",
                 f.name, f.rows, f.bytes, f.sha256
             ));
         }

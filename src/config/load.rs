@@ -112,6 +112,16 @@ impl Settings {
             "each one of cases, parties, events, stats",
         );
         check(
+            !self.export.formats.is_empty()
+                && self
+                    .export
+                    .formats
+                    .iter()
+                    .all(|f| super::Format::parse(f).is_ok()),
+            "export.formats",
+            "a list of one or both of \"csv\" and \"parquet\", such as [\"csv\", \"parquet\"]",
+        );
+        check(
             self.admin
                 .key_sha256
                 .as_ref()

@@ -112,6 +112,18 @@ pub struct ExportSettings {
     pub formula_guard: bool,
     /// Tables exported: cases, parties, events, stats.
     pub tables: Vec<String>,
+    /// File formats written, each table in each: csv, parquet. `["csv"]`.
+    pub formats: Vec<String>,
+}
+
+impl ExportSettings {
+    /// `formats` parsed (validated at start-up, so an error here names the key anyway).
+    pub fn formats(&self) -> anyhow::Result<Vec<Format>> {
+        self.formats
+            .iter()
+            .map(|f| Format::parse(f).map_err(|e| anyhow::anyhow!("export.formats: {e}")))
+            .collect()
+    }
 }
 
 impl Default for ExportSettings {
@@ -126,6 +138,7 @@ impl Default for ExportSettings {
             tables: ["cases", "parties", "events", "stats"]
                 .map(String::from)
                 .to_vec(),
+            formats: vec!["csv".into()],
         }
     }
 }
@@ -383,6 +396,35 @@ pub enum LogFormat {
     Text,
     /// One JSON object a line (tracing's JSON formatter), for a log collector.
     Json,
+}
+
+/// A file format of an export (`export.formats`, `isir export --format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// RFC 4180 CSV, a file a table (`cases.csv`, or `cases.csv.gz` with gzip).
+    Csv,
+    /// Apache Parquet with typed columns and zstd, a file a table (`cases.parquet`), the
+    /// events a file a year (`events/year=2024/part-0.parquet`).
+    Parquet,
+}
+
+impl Format {
+    pub const ALL: [Format; 2] = [Format::Csv, Format::Parquet];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Csv => "csv",
+            Format::Parquet => "parquet",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Format, String> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == s.trim())
+            .ok_or_else(|| format!("unknown format {s:?}; one of csv, parquet"))
+    }
 }
 
 /// A table of an export (`export.tables`, `isir export --tables`).

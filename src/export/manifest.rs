@@ -7,7 +7,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ExportError, Purged, Table};
+use std::collections::BTreeMap;
+
+use super::{ExportError, Format, Purged, Table};
 use crate::privacy;
 use crate::store::sql::Tx;
 
@@ -28,11 +30,31 @@ pub struct Column {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FileEntry {
     pub table: Table,
+    /// `csv` or `parquet` (absent in manifests before Parquet: csv).
+    #[serde(default = "csv_format")]
+    pub format: Format,
+    /// The file's path under the export's directory (`cases.csv`,
+    /// `events/year=2024/part-0.parquet`).
     pub name: String,
+    /// The Hive partition the file holds (`{"year": "2024"}` for the events in Parquet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<BTreeMap<String, String>>,
     pub rows: u64,
     pub bytes: u64,
     pub sha256: String,
     pub columns: Vec<Column>,
+    /// Cells a typed Parquet column could not hold, by column (written as nulls; the
+    /// CSV keeps them verbatim).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unparsed: BTreeMap<String, u64>,
+}
+
+fn csv_only() -> Vec<Format> {
+    vec![Format::Csv]
+}
+
+fn csv_format() -> Format {
+    Format::Csv
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -52,6 +74,9 @@ pub struct Manifest {
     pub since_watermark: Option<i64>,
     pub include_pii: bool,
     pub gzip: bool,
+    /// The formats written (absent in manifests before Parquet: csv).
+    #[serde(default = "csv_only")]
+    pub formats: Vec<Format>,
     pub files: Vec<FileEntry>,
     pub erased_since_previous: Erased,
     /// Whether text cells starting with `=`, `+`, `-`, `@`, a tab or a carriage return

@@ -24,10 +24,11 @@ use crate::readmodel::columns;
 use crate::store::Store;
 use crate::store::sql::Tx;
 use manifest::watermark;
-use table::{Sink, write_table};
+use table::{Sink, write_csv, write_rows};
 
 mod copy;
 mod manifest;
+mod parquet;
 pub mod purge;
 mod schedule;
 mod table;
@@ -52,7 +53,7 @@ pub enum ExportError {
     Io(#[from] std::io::Error),
 }
 
-pub use crate::config::{Table, parse_schedule};
+pub use crate::config::{Format, Table, parse_schedule};
 
 impl Table {
     /// The table's columns, in the order of its CSV header.
@@ -70,6 +71,9 @@ impl Table {
 pub struct ExportOptions {
     pub out: PathBuf,
     pub tables: Vec<Table>,
+    /// The formats written, each table in each, from the same snapshot.
+    pub formats: Vec<Format>,
+    /// Compress each CSV file with gzip (Parquet files are compressed inside, with zstd).
     pub gzip: bool,
     /// Only events after this action ID (the previous export's watermark); the other
     /// tables are always complete.
@@ -120,6 +124,9 @@ pub fn staging_dir(out: &Path) -> PathBuf {
 pub async fn export(store: &Store, opts: &ExportOptions) -> Result<Manifest, ExportError> {
     if opts.tables.is_empty() {
         return Err(ExportError::Invalid("no table asked for".into()));
+    }
+    if opts.formats.is_empty() {
+        return Err(ExportError::Invalid("no format asked for".into()));
     }
     let out = &opts.out;
     if out.exists() {
@@ -229,29 +236,20 @@ async fn write_all(
         None
     };
     let mut files = Vec::new();
-    for t in &opts.tables {
-        let name = format!("{}.csv{}", t.name(), if opts.gzip { ".gz" } else { "" });
-        if let Some(b) = &bar {
-            b.set_message(t.name());
+    let formats = unique(&opts.formats);
+    let tables = unique(&opts.tables);
+    for format in &formats {
+        for t in &tables {
+            if let Some(b) = &bar {
+                b.set_message(format!("{} {}", t.name(), format.name()));
+            }
+            match format {
+                Format::Csv => files.push(write_csv_file(&mut tx, *t, opts, &privacy, dir, &bar).await?),
+                Format::Parquet => {
+                    files.extend(write_parquet_files(&mut tx, *t, opts, &privacy, dir, &bar).await?)
+                }
+            }
         }
-        let mut sink = Sink::create(&dir.join(&name), opts.gzip, opts.include_pii)?;
-        let rows = write_table(&mut tx, *t, opts, &privacy, sink.writer(), &bar).await?;
-        let (bytes, sha256) = sink.finish()?;
-        files.push(FileEntry {
-            table: *t,
-            name,
-            rows,
-            bytes,
-            sha256,
-            columns: t
-                .columns()
-                .iter()
-                .map(|c| Column {
-                    name: c.to_string(),
-                    kind: column_type(c).into(),
-                })
-                .collect(),
-        });
     }
     let since = opts.previous_watermark.or(opts.since_watermark);
     let erased = tx
@@ -271,6 +269,7 @@ async fn write_all(
         since_watermark: opts.since_watermark,
         include_pii: opts.include_pii,
         gzip: opts.gzip,
+        formats,
         files,
         erased_since_previous: Erased {
             since,
@@ -283,6 +282,90 @@ async fn write_all(
     // The manifest last.
     write_manifest(dir, &m)?;
     Ok(m)
+}
+
+/// `v` without repeats, in its order.
+fn unique<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for x in v {
+        if !out.contains(x) {
+            out.push(*x);
+        }
+    }
+    out
+}
+
+async fn write_csv_file(
+    tx: &mut Tx,
+    t: Table,
+    opts: &ExportOptions,
+    privacy: &Privacy,
+    dir: &Path,
+    bar: &Option<crate::logging::Bar>,
+) -> Result<FileEntry, ExportError> {
+    let name = format!("{}.csv{}", t.name(), if opts.gzip { ".gz" } else { "" });
+    let mut sink = Sink::create(&dir.join(&name), opts.gzip, opts.include_pii)?;
+    let rows = write_csv(tx, t, opts, privacy, sink.writer(), bar).await?;
+    let (bytes, sha256) = sink.finish()?;
+    Ok(FileEntry {
+        table: t,
+        format: Format::Csv,
+        name,
+        partition: None,
+        rows,
+        bytes,
+        sha256,
+        columns: t
+            .columns()
+            .iter()
+            .map(|c| Column {
+                name: c.to_string(),
+                kind: column_type(c).into(),
+            })
+            .collect(),
+        unparsed: Default::default(),
+    })
+}
+
+async fn write_parquet_files(
+    tx: &mut Tx,
+    t: Table,
+    opts: &ExportOptions,
+    privacy: &Privacy,
+    dir: &Path,
+    bar: &Option<crate::logging::Bar>,
+) -> Result<Vec<FileEntry>, ExportError> {
+    let mut out = parquet::ParquetOut::new(dir, t, !opts.include_pii, opts.include_pii);
+    write_rows(tx, t, opts, privacy, &mut out, bar).await?;
+    let columns: Vec<Column> = t
+        .columns()
+        .iter()
+        .zip(out.kinds())
+        .map(|(c, k)| Column {
+            name: c.to_string(),
+            kind: k.name().into(),
+        })
+        .collect();
+    let mut files = Vec::new();
+    for f in out.finish()? {
+        for (col, n) in &f.written.unparsed {
+            tracing::warn!(table = t.name(), column = %col, cells = n, file = %f.name, "values a typed Parquet column cannot hold, written as nulls (the CSV keeps them)");
+        }
+        files.push(FileEntry {
+            table: t,
+            format: Format::Parquet,
+            name: f.name,
+            partition: f
+                .partition
+                .map(|(k, v)| std::collections::BTreeMap::from([(k, v)])),
+            rows: f.written.rows,
+            bytes: f.written.bytes,
+            sha256: f.written.sha256,
+            columns: columns.clone(),
+            unparsed: f.written.unparsed,
+        });
+    }
+    Ok(files)
 }
 
 #[cfg(test)]

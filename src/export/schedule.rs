@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    ExportError, ExportOptions, Manifest, Table, export, purge, read_manifest, write_manifest,
+    ExportError, ExportOptions, Format, Manifest, Table, export, purge, read_manifest, write_manifest,
 };
 use crate::store::Store;
 
@@ -45,6 +45,7 @@ pub struct Nightly {
     pub include_pii: bool,
     pub formula_guard: bool,
     pub tables: Vec<Table>,
+    pub formats: Vec<Format>,
 }
 
 /// The name of a nightly export's directory: its Prague date and time
@@ -108,6 +109,7 @@ pub async fn nightly_once(store: &Store, n: &Nightly) -> Result<Manifest, Export
         &ExportOptions {
             out: n.dir.join(&name),
             tables: n.tables.clone(),
+            formats: n.formats.clone(),
             gzip: n.gzip,
             since_watermark: None,
             include_pii: n.include_pii,

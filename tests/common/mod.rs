@@ -346,6 +346,7 @@ pub fn export_opts(out: &std::path::Path) -> isir::export::ExportOptions {
     isir::export::ExportOptions {
         out: out.to_path_buf(),
         tables: isir::export::Table::ALL.to_vec(),
+        formats: vec![isir::export::Format::Csv],
         gzip: false,
         since_watermark: None,
         include_pii: false,
@@ -366,6 +367,7 @@ pub fn nightly(dir: &std::path::Path, keep: usize, include_pii: bool) -> isir::e
         include_pii,
         formula_guard: true,
         tables: isir::export::Table::ALL.to_vec(),
+        formats: vec![isir::export::Format::Csv],
     }
 }
 
