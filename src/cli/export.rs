@@ -25,7 +25,12 @@ pub struct ExportArgs {
     )]
     pub tables: Vec<Table>,
     /// File formats, comma-separated: csv, parquet (default: `export.formats`, csv).
-    #[arg(long = "format", value_enum, value_delimiter = ',', value_name = "FORMAT")]
+    #[arg(
+        long = "format",
+        value_enum,
+        value_delimiter = ',',
+        value_name = "FORMAT"
+    )]
     pub formats: Vec<Format>,
     /// Compress each CSV file with gzip (Parquet is compressed inside, with zstd).
     #[arg(long)]
@@ -41,6 +46,10 @@ pub struct ExportArgs {
     /// a text starting with `=`, `+`, `-`, `@`, a tab or a carriage return).
     #[arg(long)]
     pub no_formula_guard: bool,
+    /// When the export is complete, point `latest` beside it (a symbolic link in the
+    /// directory above `--out`) at it.
+    #[arg(long)]
+    pub latest: bool,
     /// A previous export: its watermark names the erasures to list.
     #[arg(long, value_name = "DIR")]
     pub previous: Option<PathBuf>,
@@ -69,6 +78,7 @@ pub async fn run(settings: &Settings, store: &Store, a: ExportArgs) -> anyhow::R
             formula_guard: !a.no_formula_guard && settings.export.formula_guard,
             previous_watermark,
             progress: !a.output.json && std::io::stderr().is_terminal(),
+            latest: a.latest,
         },
     )
     .await?;

@@ -29,6 +29,7 @@ use table::{Sink, write_csv, write_rows};
 mod copy;
 mod manifest;
 mod parquet;
+mod parquet_purge;
 pub mod purge;
 mod schedule;
 mod table;
@@ -89,6 +90,52 @@ pub struct ExportOptions {
     pub previous_watermark: Option<i64>,
     /// Draw a progress bar on stderr.
     pub progress: bool,
+    /// Point `latest` beside `out` (a symbolic link in `out`'s parent) at the export once
+    /// it is complete ([`point_latest`]).
+    pub latest: bool,
+}
+
+/// The name of the link to the newest complete export, beside the exports.
+pub const LATEST: &str = "latest";
+
+/// Points `LATEST` in `out`'s parent at `out` (a relative symbolic link), atomically: a
+/// new link under a temporary name renamed over the old one, so a reader of
+/// `latest/...` sees the export before or the one after, never a missing or half
+/// written one. A `latest` there that is not a symbolic link (a directory, a file) is
+/// left alone and named in the error.
+pub fn point_latest(out: &Path) -> Result<(), ExportError> {
+    let parent = match out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => p.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    let name = out
+        .file_name()
+        .ok_or_else(|| ExportError::Invalid(format!("{}: no directory name", out.display())))?;
+    let link = parent.join(LATEST);
+    if let Ok(m) = std::fs::symlink_metadata(&link)
+        && !m.file_type().is_symlink()
+    {
+        return Err(ExportError::Invalid(format!(
+            "{} exists and is not a symbolic link: left alone, `latest` not updated",
+            link.display()
+        )));
+    }
+    let tmp = parent.join(format!(".{LATEST}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(name, &tmp)?;
+    #[cfg(not(unix))]
+    {
+        let _ = name;
+        return Err(ExportError::Invalid(
+            "`latest` needs symbolic links (Unix)".into(),
+        ));
+    }
+    std::fs::rename(&tmp, &link)?;
+    if let Ok(d) = std::fs::File::open(&parent) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 /// Removes staging directories that killed exports of `out` left.
@@ -159,6 +206,9 @@ pub async fn export(store: &Store, opts: &ExportOptions) -> Result<Manifest, Exp
                 && let Ok(d) = std::fs::File::open(p)
             {
                 let _ = d.sync_all();
+            }
+            if opts.latest {
+                point_latest(out)?;
             }
             Ok(m)
         }
@@ -244,7 +294,9 @@ async fn write_all(
                 b.set_message(format!("{} {}", t.name(), format.name()));
             }
             match format {
-                Format::Csv => files.push(write_csv_file(&mut tx, *t, opts, &privacy, dir, &bar).await?),
+                Format::Csv => {
+                    files.push(write_csv_file(&mut tx, *t, opts, &privacy, dir, &bar).await?)
+                }
                 Format::Parquet => {
                     files.extend(write_parquet_files(&mut tx, *t, opts, &privacy, dir, &bar).await?)
                 }

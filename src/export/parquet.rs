@@ -174,7 +174,11 @@ impl Col {
 
 /// A typed cell: an absent or empty value is a null; one that does not parse is a null
 /// and false.
-fn typed<T>(v: Option<&str>, parse: impl Fn(&str) -> Option<T>, mut put: impl FnMut(Option<T>)) -> bool {
+fn typed<T>(
+    v: Option<&str>,
+    parse: impl Fn(&str) -> Option<T>,
+    mut put: impl FnMut(Option<T>),
+) -> bool {
     match v.filter(|s| !s.is_empty()) {
         None => {
             put(None);
@@ -282,8 +286,8 @@ impl ParquetFile {
             sha: Sha256::new(),
             bytes: 0,
         };
-        let writer = ArrowWriter::try_new(h, schema.clone(), Some(properties()))
-            .map_err(parquet_err)?;
+        let writer =
+            ArrowWriter::try_new(h, schema.clone(), Some(properties())).map_err(parquet_err)?;
         Ok(ParquetFile {
             schema,
             cols: kinds.iter().map(|k| Col::new(*k)).collect(),
@@ -488,8 +492,17 @@ mod tests {
         assert_eq!(parse_date("2015-08-21+02:00"), Some(day(2015, 8, 21)));
         assert_eq!(parse_date("2015-08-21Z"), Some(day(2015, 8, 21)));
         assert_eq!(parse_date("1969-12-31"), Some(-1));
-        assert_eq!(parse_date("2015-08-21T23:30:00.000+02:00"), Some(day(2015, 8, 21)));
-        for bad in ["", "2015-13-01", "21.08.2015", "2015-08-21junk", "2015-08-2"] {
+        assert_eq!(
+            parse_date("2015-08-21T23:30:00.000+02:00"),
+            Some(day(2015, 8, 21))
+        );
+        for bad in [
+            "",
+            "2015-13-01",
+            "21.08.2015",
+            "2015-08-21junk",
+            "2015-08-2",
+        ] {
             assert_eq!(parse_date(bad), None, "{bad:?}");
         }
         // 2026-03-02T09:14:05+01:00 is 08:14:05 UTC.
@@ -504,7 +517,10 @@ mod tests {
         assert_eq!(parse_timestamp("2026-03-02T08:14:05Z"), Some(utc));
         // Without a zone: Prague's time (CET in March before the change).
         assert_eq!(parse_timestamp("2026-03-02T09:14:05"), Some(utc));
-        assert_eq!(parse_timestamp("2026-03-02T09:14:05.5"), Some(utc + 500_000));
+        assert_eq!(
+            parse_timestamp("2026-03-02T09:14:05.5"),
+            Some(utc + 500_000)
+        );
         // A date: midnight at its offset.
         let midnight = chrono::NaiveDate::from_ymd_opt(2015, 8, 20)
             .unwrap()

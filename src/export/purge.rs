@@ -1,7 +1,8 @@
 //! Erasure reaches exports already on disk: after each nightly export, every earlier
 //! export kept under `export.dir` whose watermark is below a § 425 erasure is rewritten
 //! without the erased debtors' rows in `parties` and with the debtor's cells emptied in
-//! `cases` (or removed when it cannot be read), and both manifests say so.
+//! `cases` (or removed when it cannot be read), and both manifests say so. CSV files are
+//! rewritten here, Parquet files by `parquet_purge`.
 //!
 //! Touches only exports the nightly run recognises as its own (`list_exports`: its
 //! name, a real directory, this program's manifest) and never follows a symbolic link.
@@ -18,7 +19,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{ExportError, Manifest, Table, read_manifest, write_manifest};
+use super::{ExportError, Format, Manifest, Table, read_manifest, write_manifest};
 use crate::store::Store;
 use crate::store::sql::Tx;
 
@@ -124,6 +125,16 @@ fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u6
                 "{}: not a file of the export",
                 f.name
             )));
+        }
+        if f.format == Format::Parquet {
+            let tmp = dir.join(format!(".{}.rewrite", f.name));
+            let r = super::parquet_purge::rewrite(&path, &tmp, f.table, &set, m.include_pii)?;
+            removed += r.removed;
+            f.rows = r.rows;
+            f.bytes = r.bytes;
+            f.sha256 = r.sha256;
+            std::fs::rename(&tmp, &path)?;
+            continue;
         }
         let gz = f.name.ends_with(".gz");
         let input: Box<dyn Read> = if gz {

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::{
-    ExportError, ExportOptions, Format, Manifest, Table, export, purge, read_manifest, write_manifest,
+    ExportError, ExportOptions, Format, Manifest, Table, export, purge, read_manifest,
+    write_manifest,
 };
 use crate::store::Store;
 
@@ -116,6 +117,8 @@ pub async fn nightly_once(store: &Store, n: &Nightly) -> Result<Manifest, Export
             formula_guard: n.formula_guard,
             previous_watermark: previous,
             progress: false,
+            // After the purge below, so that `latest` names the export whole.
+            latest: false,
         },
     )
     .await?;
@@ -137,6 +140,8 @@ pub async fn nightly_once(store: &Store, n: &Nightly) -> Result<Manifest, Export
     if !m.purged.is_empty() {
         write_manifest(&new, &m)?;
     }
+    // The newest complete export, last.
+    super::point_latest(&new)?;
     Ok(m)
 }
 

@@ -116,7 +116,11 @@ impl<W: Write + Send> RowOut for Rows<W> {
 const NULL_CELL: &str = "\u{1e}";
 
 /// The cells of an events row read as one text.
-fn event_row<'a>(line: &'a str, width: usize, cells: &mut Vec<Option<&'a str>>) -> Result<(), ExportError> {
+fn event_row<'a>(
+    line: &'a str,
+    width: usize,
+    cells: &mut Vec<Option<&'a str>>,
+) -> Result<(), ExportError> {
     cells.clear();
     cells.extend(
         line.split('\u{1f}')

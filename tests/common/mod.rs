@@ -353,6 +353,7 @@ pub fn export_opts(out: &std::path::Path) -> isir::export::ExportOptions {
         formula_guard: true,
         previous_watermark: None,
         progress: false,
+        latest: false,
     }
 }
 
