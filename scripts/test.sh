@@ -56,6 +56,9 @@ ensure_postgres() {
 
 ensure_redis
 ensure_postgres
+# DuckDB, pyarrow, pandas and Polars, the independent readers of the Parquet tests.
+ISIR_TEST_PYTHON="$(scripts/analysts-env.sh)"
+export ISIR_TEST_PYTHON
 
 # The code's form first: formatted, and no clippy warning (each fails the run).
 cargo fmt --check

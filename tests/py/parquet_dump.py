@@ -1,7 +1,7 @@
 """Reads every Parquet file an isir export's manifest lists, with pyarrow and DuckDB
 (readers independent of the Rust code that wrote them), and prints one JSON document:
 
-  {"files": {name: {"schema": {column: arrow type}, "rows": [[cell, ...], ...],
+  {"files": {name: {"schema": [[column, arrow type], ...], "rows": [[cell, ...], ...],
                     "num_rows": n, "row_groups": g, "compression": [codec, ...]}},
    "events_by_duckdb": {"rows": n, "misplaced": m, "years": [...]}}
 
@@ -37,7 +37,7 @@ def cell(v, t):
 def dump(path):
     f = pq.ParquetFile(path)
     table = f.read()
-    schema = {field.name: str(field.type) for field in table.schema}
+    schema = [[field.name, str(field.type)] for field in table.schema]
     cols = []
     for field, col in zip(table.schema, table.columns):
         if pa.types.is_timestamp(field.type):
