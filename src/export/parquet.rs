@@ -29,9 +29,9 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
-use super::table::{Hashing, RowOut};
+use super::table::{HashedFile, RowOut};
 use super::{ExportError, Table};
 use crate::privacy;
 
@@ -258,7 +258,7 @@ pub(super) struct ParquetFile {
     rows: u64,
     /// Cells a typed column could not hold, by column.
     unparsed: Vec<u64>,
-    writer: ArrowWriter<Hashing<std::io::BufWriter<std::fs::File>>>,
+    writer: ArrowWriter<HashedFile>,
 }
 
 /// A finished file: rows, bytes, SHA-256, cells not parsed by column.
@@ -276,16 +276,7 @@ impl ParquetFile {
         kinds: &[Kind],
         private: bool,
     ) -> Result<ParquetFile, ExportError> {
-        let file = if private {
-            privacy::create_private_file(path)?
-        } else {
-            std::fs::File::create(path)?
-        };
-        let h = Hashing {
-            inner: std::io::BufWriter::with_capacity(1 << 20, file),
-            sha: Sha256::new(),
-            bytes: 0,
-        };
+        let h = HashedFile::create(path, private)?;
         let writer =
             ArrowWriter::try_new(h, schema.clone(), Some(properties())).map_err(parquet_err)?;
         Ok(ParquetFile {

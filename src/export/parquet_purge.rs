@@ -15,10 +15,10 @@ use std::sync::Arc;
 use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
 use super::parquet::{BATCH, parquet_err, properties};
-use super::table::Hashing;
+use super::table::HashedFile;
 use super::{ExportError, Table};
 
 /// What a rewrite left: rows kept, rows removed, bytes, SHA-256.
@@ -62,16 +62,7 @@ pub(super) fn rewrite(
         .collect();
     let count_at = schema.index_of("debtor_count").ok();
     let erased_at = schema.index_of("erased").ok();
-    let file = if private {
-        crate::privacy::create_private_file(tmp)?
-    } else {
-        std::fs::File::create(tmp)?
-    };
-    let h = Hashing {
-        inner: std::io::BufWriter::with_capacity(1 << 20, file),
-        sha: Sha256::new(),
-        bytes: 0,
-    };
+    let h = HashedFile::create(tmp, private)?;
     let mut w = ArrowWriter::try_new(h, schema.clone(), Some(properties())).map_err(parquet_err)?;
     let (mut rows, mut removed) = (0u64, 0u64);
     let text = |b: &RecordBatch, i: usize| -> Result<StringArray, ExportError> {

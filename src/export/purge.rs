@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
 use super::{ExportError, Format, Manifest, Table, read_manifest, write_manifest};
 use crate::store::Store;
@@ -177,16 +177,7 @@ fn rewrite(dir: &Path, mut m: Manifest, cases: &[String], at: &str) -> Result<u6
             }
         };
         let tmp = dir.join(format!(".{}.rewrite", f.name));
-        let file = if m.include_pii {
-            crate::privacy::create_private_file(&tmp)?
-        } else {
-            std::fs::File::create(&tmp)?
-        };
-        let mut sink = super::table::Hashing {
-            inner: std::io::BufWriter::new(file),
-            sha: Sha256::new(),
-            bytes: 0,
-        };
+        let mut sink = super::table::HashedFile::create(&tmp, m.include_pii)?;
         let (rows, gone) = if gz {
             let enc = flate2::write::GzEncoder::new(&mut sink, flate2::Compression::fast());
             let (enc, rows, gone) = filter(&mut rd, enc, &headers, &set, case_at, &purge)?;

@@ -20,6 +20,25 @@ pub(super) struct Hashing<W: Write> {
     pub(super) bytes: u64,
 }
 
+/// A file of an export, created (the owner's only when `private`), buffered, counted
+/// and hashed as written.
+pub(super) type HashedFile = Hashing<std::io::BufWriter<std::fs::File>>;
+
+impl HashedFile {
+    pub(super) fn create(path: &Path, private: bool) -> std::io::Result<HashedFile> {
+        let file = if private {
+            privacy::create_private_file(path)?
+        } else {
+            std::fs::File::create(path)?
+        };
+        Ok(Hashing {
+            inner: std::io::BufWriter::with_capacity(1 << 20, file),
+            sha: Sha256::new(),
+            bytes: 0,
+        })
+    }
+}
+
 impl<W: Write> Write for Hashing<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.inner.write(buf)?;
@@ -39,16 +58,7 @@ pub(super) enum Sink {
 
 impl Sink {
     pub(super) fn create(path: &Path, gzip: bool, private: bool) -> std::io::Result<Sink> {
-        let file = if private {
-            privacy::create_private_file(path)?
-        } else {
-            std::fs::File::create(path)?
-        };
-        let h = Hashing {
-            inner: std::io::BufWriter::with_capacity(1 << 20, file),
-            sha: Sha256::new(),
-            bytes: 0,
-        };
+        let h = HashedFile::create(path, private)?;
         Ok(if gzip {
             Sink::Gzip(flate2::write::GzEncoder::new(
                 h,
