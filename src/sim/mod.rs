@@ -114,6 +114,10 @@ pub(crate) struct Inner {
 pub struct TruthDebtor {
     pub case_number: String,
     pub erased: bool,
+    /// Whether an action naming the debtor (its person block with the debtor's role) is
+    /// published yet: a case whose petition is out but not its debtor's block has no
+    /// debtor row in a replica of the stream so far.
+    pub named: bool,
     pub person: crate::source::model::Person,
 }
 
@@ -233,10 +237,17 @@ impl Simulator {
         let evs = &g.events[..n];
         let mut opened = std::collections::BTreeSet::new();
         let mut erased = std::collections::HashSet::new();
+        let mut named = std::collections::HashSet::new();
         for e in evs.iter().filter(|e| e.case != u32::MAX) {
             opened.insert(e.case);
-            if e.step == stream::Step::Erasure {
-                erased.insert(e.case);
+            match e.step {
+                stream::Step::Erasure => {
+                    erased.insert(e.case);
+                }
+                stream::Step::DebtorPerson | stream::Step::AddressChange => {
+                    named.insert(e.case);
+                }
+                _ => {}
             }
         }
         opened
@@ -246,6 +257,7 @@ impl Simulator {
                 TruthDebtor {
                     case_number: format!("INS {}/{}", c.number, c.year),
                     erased: erased.contains(&i),
+                    named: named.contains(&i),
                     person: g.debtor(i, &c, false, stream::base_time()),
                 }
             })
