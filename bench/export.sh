@@ -21,7 +21,8 @@ PG_ADMIN="${ISIR_TEST_PG:-postgres://postgres@127.0.0.1:5432/postgres}"
 PGDB="isir_bench_export_$$"
 psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $PGDB" -c "CREATE DATABASE $PGDB" >/dev/null
 PG_URL="${PG_ADMIN%/*}/$PGDB"
-trap 'kill $SIM_PID 2>/dev/null || true; psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $PGDB" >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
+# KEEP=1 keeps the work directory (the replica, the exports) and names it at the end.
+trap 'kill $SIM_PID 2>/dev/null || true; psql "$PG_ADMIN" -qc "DROP DATABASE IF EXISTS $PGDB" >/dev/null 2>&1 || true; if [ -n "${KEEP:-}" ]; then echo "kept: $WORK"; else rm -rf "$WORK"; fi' EXIT
 SRC="$WORK/bench.db"
 
 timed() { # label, then the command; prints seconds and peak RSS (MiB)
@@ -131,5 +132,5 @@ for be in sqlite postgres; do
         for t in cases parties; do ln -sf "$WORK/$f-$be-$t/$t.$f" "$WORK/q-$be/"; done
     done
     echo "debtors per court and month, $be's export:"
-    "$BPY" bench/parquet_duckdb.py query "$SRC" "$WORK/q-$be" "$WORK/q-$be" 3
+    "$BPY" bench/parquet_duckdb.py query "$SRC" "$WORK/q-$be" "$WORK/q-$be" "$WORK/duckdb" 3
 done

@@ -8,10 +8,11 @@
       events partitioned by Prague year like ours. DuckDB gets every PII cell as stored
       (no mask), which only makes its work lighter. Prints, per table,
           FLOOR table seconds bytes rows
-  query SQLITE_DB PARQUET_DIR CSV_DIR [RUNS]
+  query SQLITE_DB PARQUET_DIR CSV_DIR FLOOR_DIR [RUNS]
       One analytical query, debtors per court and month of opening, in DuckDB over our
-      Parquet files, over our CSV files and over the SQLite file through the scanner;
-      the best of RUNS (3) runs each. Prints, per source,
+      Parquet files, over our CSV files, over the SQLite file through the scanner, and
+      over DuckDB's own Parquet files of the same tables (`floor`'s, in FLOOR_DIR); the
+      best of RUNS (3) runs each. Prints, per source,
           QUERY source best_seconds all_seconds groups debtors
       and fails if the three answers differ.
 """
@@ -118,10 +119,11 @@ GROUP BY ALL ORDER BY ALL
 """
 
 
-def query(db, parquet, csv, runs):
+def query(db, parquet, csv, floor_dir, runs):
     con = connect()
     sources = {
         "parquet": (f"'{parquet}/parties.parquet'", f"'{parquet}/cases.parquet'"),
+        "duckdb-parquet": (f"'{floor_dir}/parties.parquet'", f"'{floor_dir}/cases.parquet'"),
         "csv": (f"read_csv('{csv}/parties.csv')", f"read_csv('{csv}/cases.csv')"),
         "sqlite": (f"sqlite_scan('{db}', 'parties')", f"sqlite_scan('{db}', 'cases')"),
     }
@@ -147,7 +149,7 @@ def query(db, parquet, csv, runs):
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "floor":
         floor(sys.argv[2], sys.argv[3], sys.argv[4])
-    elif len(sys.argv) in (5, 6) and sys.argv[1] == "query":
-        query(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]) if len(sys.argv) == 6 else 3)
+    elif len(sys.argv) in (6, 7) and sys.argv[1] == "query":
+        query(*sys.argv[2:6], int(sys.argv[6]) if len(sys.argv) == 7 else 3)
     else:
         sys.exit(__doc__)
