@@ -636,7 +636,10 @@ mod tests {
             }
         }
         assert!(peak > 0 && peak <= out.budget, "held {peak} bytes");
-        assert!(out.files.values().all(|f| f.row_groups() >= 1), "written early");
+        assert!(
+            out.files.values().all(|f| f.row_groups() >= 1),
+            "written early"
+        );
         let files = out.finish().unwrap();
         assert_eq!(files.len(), years);
         for f in files {
