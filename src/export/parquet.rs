@@ -474,10 +474,15 @@ impl ParquetOut {
     }
 
     /// Finishes every file; gives them by name. A table without a partition always has
-    /// its one file, even without rows; `events` has a file for each year it holds.
+    /// its one file, even without rows; `events` has a file for each year it holds, and
+    /// without events one empty file in the partition of no year, so that a reader's
+    /// glob over `events/*/*.parquet` finds the schema and no rows rather than no file.
     pub(super) fn finish(mut self) -> Result<Vec<OutFile>, ExportError> {
-        if self.part_at.is_none() && self.files.is_empty() {
-            self.file("")?;
+        if self.files.is_empty() {
+            match self.part_at {
+                None => self.file("")?,
+                Some(_) => self.file(NULL_PARTITION)?,
+            };
         }
         let mut out = Vec::new();
         for (key, f) in std::mem::take(&mut self.files) {
