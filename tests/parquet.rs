@@ -465,11 +465,19 @@ async fn parquet_exports(b: Backend) {
     none.tables = vec![Table::Events];
     none.since_watermark = Some(mi.watermark.action_id);
     let mn = export(&app.store, &none).await.unwrap();
-    let files: Vec<_> = mn.files.iter().filter(|f| f.table == Table::Events).collect();
+    let files: Vec<_> = mn
+        .files
+        .iter()
+        .filter(|f| f.table == Table::Events)
+        .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     assert_eq!(files[0].rows, 0);
     let d = dump(&dir.path().join("inc-none"));
-    assert_eq!(d["events_by_duckdb"]["rows"], 0, "{}", d["events_by_duckdb"]);
+    assert_eq!(
+        d["events_by_duckdb"]["rows"], 0,
+        "{}",
+        d["events_by_duckdb"]
+    );
     assert!(events(&d).is_empty());
 }
 
