@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-2000000}"
+case "$N" in ""|*[!0-9]*) echo "usage: bench/export.sh [N actions]" >&2; exit 2 ;; esac
 . bench/lib.sh
 bench_setup "$N"
 PG_ADMIN="${ISIR_TEST_PG:-postgres://postgres@127.0.0.1:5432/postgres}"
