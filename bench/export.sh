@@ -90,8 +90,7 @@ for be in sqlite postgres; do
             rm -rf "$WORK/$f-$be-$t"
             timed "isir export --tables $t --format $f ($be)" env ISIR_DATABASE__URL="$url" \
                 $BIN export --out "$WORK/$f-$be-$t" --tables "$t" --format "$f"
-            bytes=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(sum(f['bytes'] for f in m['files']))" "$WORK/$f-$be-$t/manifest.json")
-            rows=$(python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(sum(f['rows'] for f in m['files']))" "$WORK/$f-$be-$t/manifest.json")
+            read -r bytes rows < <(python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print(sum(f['bytes'] for f in m['files']), sum(f['rows'] for f in m['files']))" "$WORK/$f-$be-$t/manifest.json")
             printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$be" "$t" "$f" "$LAST_SECS" "$bytes" "$rows" "$LAST_RSS" >>"$RESULTS"
         done
     done

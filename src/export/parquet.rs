@@ -440,15 +440,15 @@ impl ParquetOut {
     /// Keeps what the open files hold under the budget: the largest write their row
     /// groups out until the files hold half of it.
     fn keep_to_budget(&mut self) -> Result<(), ExportError> {
-        let mut total: usize = self.files.values().map(ParquetFile::buffered).sum();
-        if total <= self.budget {
-            return Ok(());
-        }
         let mut sizes: Vec<(usize, String)> = self
             .files
             .iter()
             .map(|(k, f)| (f.buffered(), k.clone()))
             .collect();
+        let mut total: usize = sizes.iter().map(|(s, _)| s).sum();
+        if total <= self.budget {
+            return Ok(());
+        }
         sizes.sort_unstable_by(|a, b| b.cmp(a));
         for (size, key) in sizes {
             if total <= self.budget / 2 {
