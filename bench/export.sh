@@ -132,5 +132,12 @@ for be in sqlite postgres; do
         for t in cases parties; do ln -sf "$WORK/$f-$be-$t/$t.$f" "$WORK/q-$be/"; done
     done
     echo "debtors per court and month, $be's export:"
-    "$BPY" bench/parquet_duckdb.py query "$SRC" "$WORK/q-$be" "$WORK/q-$be" "$WORK/duckdb" 3
+    "$BPY" bench/parquet_duckdb.py query "$SRC" "$WORK/q-$be" "$WORK/q-$be" "$WORK/duckdb" 5 | tee "$WORK/query-$be.txt"
+    python3 - "$WORK/query-$be.txt" <<'PY'
+import sys
+best = {(l.split()[1], l.split()[2]): float(l.split()[3]) for l in open(sys.argv[1]) if l.startswith("QUERY")}
+for form in ("date", "text"):
+    p, d, c, s = (best[(form, x)] for x in ("parquet", "duckdb-parquet", "csv", "sqlite"))
+    print(f"  month by {form}: parquet {p*1e3:.1f} ms, CSV {c*1e3:.1f} ms: {c/p:.1f}x; DuckDB's parquet {c/d:.1f}x; sqlite scanner {s*1e3:.1f} ms")
+PY
 done
