@@ -437,6 +437,31 @@ async fn parquet_exports(b: Backend) {
         assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("pii"));
     }
 
+    // Both formats are written from one read of each table: the files are those of
+    // each format exported alone, byte for byte, and listed in the order asked.
+    let mut alone = BTreeMap::new();
+    for f in [Format::Csv, Format::Parquet] {
+        let mut o = opts(&dir.path().join(format!("alone-{}", f.name())), false);
+        o.formats = vec![f];
+        let ma = export(&app.store, &o).await.unwrap();
+        assert_eq!(ma.watermark.action_id, m.watermark.action_id);
+        for e in ma.files {
+            alone.insert(e.name.clone(), (e.format, e.rows, e.sha256));
+        }
+    }
+    let together: BTreeMap<_, _> = m
+        .files
+        .iter()
+        .map(|e| (e.name.clone(), (e.format, e.rows, e.sha256.clone())))
+        .collect();
+    assert_eq!(together, alone);
+    let order: Vec<Format> = m.files.iter().map(|e| e.format).collect();
+    let csvs = order.iter().filter(|f| **f == Format::Csv).count();
+    assert!(
+        csvs == 4 && order[..csvs].iter().all(|f| *f == Format::Csv),
+        "{order:?}"
+    );
+
     // An incremental export: the events after the watermark, no overlap, no gap.
     sim.publish(2_500);
     catch_up(&app).await;

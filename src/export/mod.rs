@@ -260,22 +260,31 @@ async fn write_all(
             ExportError::Invalid("the database has no privacy key: run `isir migrate`".into())
         })?;
     let privacy = Privacy::from_hex(&key).map_err(ExportError::Invalid)?;
+    let formats = unique(&opts.formats);
+    let tables = unique(&opts.tables);
+    let pg = tx.is_postgres();
+    let both = formats.contains(&Format::Csv) && formats.contains(&Format::Parquet);
+    // Both formats from one read of a table, except PostgreSQL's events, whose CSV is
+    // `COPY`'s own.
+    let one_read = |t: Table| !(pg && t == Table::Events);
     let bar = if opts.progress {
         let mut total = 0i64;
-        for t in &opts.tables {
-            total += match t {
-                Table::Cases => tx.int("SELECT COUNT(*) FROM cases", &[]).await?,
-                Table::Parties => tx.int("SELECT COUNT(*) FROM parties", &[]).await?,
-                Table::Events => {
-                    tx.int(
-                        "SELECT COUNT(*) FROM timeline WHERE action_id > $1",
-                        &[opts.since_watermark.unwrap_or(-1).into()],
-                    )
-                    .await?
+        for t in &tables {
+            let reads = if both && !one_read(*t) { 2 } else { 1 };
+            total += reads
+                * match t {
+                    Table::Cases => tx.int("SELECT COUNT(*) FROM cases", &[]).await?,
+                    Table::Parties => tx.int("SELECT COUNT(*) FROM parties", &[]).await?,
+                    Table::Events => {
+                        tx.int(
+                            "SELECT COUNT(*) FROM timeline WHERE action_id > $1",
+                            &[opts.since_watermark.unwrap_or(-1).into()],
+                        )
+                        .await?
+                    }
+                    Table::Stats => Some(0),
                 }
-                Table::Stats => Some(0),
-            }
-            .unwrap_or(0);
+                .unwrap_or(0);
         }
         crate::logging::Bar::new(
             true,
@@ -285,22 +294,38 @@ async fn write_all(
     } else {
         None
     };
+    let w = Writing {
+        opts,
+        privacy: &privacy,
+        dir,
+        bar: &bar,
+    };
+    let (mut csv_files, mut parquet_files) = (Vec::new(), Vec::new());
+    for t in &tables {
+        let csv = formats.contains(&Format::Csv);
+        let parquet = formats.contains(&Format::Parquet);
+        if let Some(b) = &bar {
+            b.set_message(t.name().to_string());
+        }
+        if both && one_read(*t) {
+            let (c, p) = write_both(&mut tx, *t, &w).await?;
+            csv_files.push(c);
+            parquet_files.extend(p);
+            continue;
+        }
+        if csv {
+            csv_files.push(write_csv_file(&mut tx, *t, &w).await?);
+        }
+        if parquet {
+            parquet_files.extend(write_parquet_files(&mut tx, *t, &w).await?);
+        }
+    }
+    // The manifest lists the files format by format, in the order asked.
     let mut files = Vec::new();
-    let formats = unique(&opts.formats);
-    let tables = unique(&opts.tables);
     for format in &formats {
-        for t in &tables {
-            if let Some(b) = &bar {
-                b.set_message(format!("{} {}", t.name(), format.name()));
-            }
-            match format {
-                Format::Csv => {
-                    files.push(write_csv_file(&mut tx, *t, opts, &privacy, dir, &bar).await?)
-                }
-                Format::Parquet => {
-                    files.extend(write_parquet_files(&mut tx, *t, opts, &privacy, dir, &bar).await?)
-                }
-            }
+        match format {
+            Format::Csv => files.append(&mut csv_files),
+            Format::Parquet => files.append(&mut parquet_files),
         }
     }
     let since = opts.previous_watermark.or(opts.since_watermark);
@@ -347,19 +372,12 @@ fn unique<T: PartialEq + Copy>(v: &[T]) -> Vec<T> {
     out
 }
 
-async fn write_csv_file(
-    tx: &mut Tx,
-    t: Table,
-    opts: &ExportOptions,
-    privacy: &Privacy,
-    dir: &Path,
-    bar: &Option<crate::logging::Bar>,
-) -> Result<FileEntry, ExportError> {
-    let name = format!("{}.csv{}", t.name(), if opts.gzip { ".gz" } else { "" });
-    let mut sink = Sink::create(&dir.join(&name), opts.gzip, opts.include_pii)?;
-    let rows = write_csv(tx, t, opts, privacy, sink.writer(), bar).await?;
-    let (bytes, sha256) = sink.finish()?;
-    Ok(FileEntry {
+fn csv_name(t: Table, opts: &ExportOptions) -> String {
+    format!("{}.csv{}", t.name(), if opts.gzip { ".gz" } else { "" })
+}
+
+fn csv_entry(t: Table, name: String, rows: u64, (bytes, sha256): (u64, String)) -> FileEntry {
+    FileEntry {
         table: t,
         format: Format::Csv,
         name,
@@ -376,19 +394,64 @@ async fn write_csv_file(
             })
             .collect(),
         unparsed: Default::default(),
-    })
+    }
+}
+
+/// What writing any table's files needs besides its rows.
+struct Writing<'a> {
+    opts: &'a ExportOptions,
+    privacy: &'a Privacy,
+    dir: &'a Path,
+    bar: &'a Option<crate::logging::Bar>,
+}
+
+async fn write_csv_file(tx: &mut Tx, t: Table, w: &Writing<'_>) -> Result<FileEntry, ExportError> {
+    let name = csv_name(t, w.opts);
+    let mut sink = Sink::create(&w.dir.join(&name), w.opts.gzip, w.opts.include_pii)?;
+    let rows = write_csv(tx, t, w.opts, w.privacy, sink.writer(), w.bar).await?;
+    Ok(csv_entry(t, name, rows, sink.finish()?))
 }
 
 async fn write_parquet_files(
     tx: &mut Tx,
     t: Table,
-    opts: &ExportOptions,
-    privacy: &Privacy,
-    dir: &Path,
-    bar: &Option<crate::logging::Bar>,
+    w: &Writing<'_>,
 ) -> Result<Vec<FileEntry>, ExportError> {
-    let mut out = parquet::ParquetOut::new(dir, t, !opts.include_pii, opts.include_pii);
-    write_rows(tx, t, opts, privacy, &mut out, bar).await?;
+    let mut out = parquet::ParquetOut::new(w.dir, t, !w.opts.include_pii, w.opts.include_pii);
+    write_rows(tx, t, w.opts, w.privacy, &mut out, w.bar).await?;
+    parquet_entries(t, out)
+}
+
+/// One table as CSV and as Parquet from one read of its rows: the same files, byte for
+/// byte, as each format written alone (tested).
+async fn write_both(
+    tx: &mut Tx,
+    t: Table,
+    w: &Writing<'_>,
+) -> Result<(FileEntry, Vec<FileEntry>), ExportError> {
+    let name = csv_name(t, w.opts);
+    let mut sink = Sink::create(&w.dir.join(&name), w.opts.gzip, w.opts.include_pii)?;
+    let mut pq = parquet::ParquetOut::new(w.dir, t, !w.opts.include_pii, w.opts.include_pii);
+    let rows = {
+        let mut csv = table::Rows::new(sink.writer(), t, w.opts.formula_guard)?;
+        let n = write_rows(
+            tx,
+            t,
+            w.opts,
+            w.privacy,
+            &mut table::Tee(&mut csv, &mut pq),
+            w.bar,
+        )
+        .await?;
+        csv.csv.flush()?;
+        n
+    };
+    let csv = csv_entry(t, name, rows, sink.finish()?);
+    Ok((csv, parquet_entries(t, pq)?))
+}
+
+/// The manifest's entries of a table's finished Parquet files.
+fn parquet_entries(t: Table, out: parquet::ParquetOut) -> Result<Vec<FileEntry>, ExportError> {
     let columns: Vec<Column> = t
         .columns()
         .iter()

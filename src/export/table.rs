@@ -93,6 +93,17 @@ pub(super) trait RowOut: Send {
     fn row(&mut self, cells: &[Option<&str>]) -> Result<(), ExportError>;
 }
 
+/// Both of two outputs, each row to the first and then the second: a table exported in
+/// two formats is read once.
+pub(super) struct Tee<'a>(pub &'a mut dyn RowOut, pub &'a mut dyn RowOut);
+
+impl RowOut for Tee<'_> {
+    fn row(&mut self, cells: &[Option<&str>]) -> Result<(), ExportError> {
+        self.0.row(cells)?;
+        self.1.row(cells)
+    }
+}
+
 /// A CSV writer over `w` (its header written) that passes every cell through the
 /// formula guard when asked; a missing value is an empty field.
 pub(super) struct Rows<W: Write> {
