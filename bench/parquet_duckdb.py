@@ -117,7 +117,7 @@ def floor(db, manifest_path, out):
 #   DATE column and parses the SQLite scanner's text). The headline figure.
 # - `text`: `left(CAST(opened AS VARCHAR), 7)`, the form of the runs before 2026-12-07's
 #   second: it turns every date into a string first, which costs the typed sources most
-#   (about a third of a Parquet run), so it is kept for comparison.
+#   (about a fifth of a Parquet run), so it is kept for comparison.
 MONTHS = {
     "date": "strftime(CAST(c.opened AS DATE), '%Y-%m')",
     "text": "left(CAST(c.opened AS VARCHAR), 7)",

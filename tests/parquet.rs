@@ -438,29 +438,49 @@ async fn parquet_exports(b: Backend) {
     }
 
     // Both formats are written from one read of each table: the files are those of
-    // each format exported alone, byte for byte, and listed in the order asked.
-    let mut alone = BTreeMap::new();
-    for f in [Format::Csv, Format::Parquet] {
-        let mut o = opts(&dir.path().join(format!("alone-{}", f.name())), false);
-        o.formats = vec![f];
-        let ma = export(&app.store, &o).await.unwrap();
-        assert_eq!(ma.watermark.action_id, m.watermark.action_id);
-        for e in ma.files {
-            alone.insert(e.name.clone(), (e.format, e.rows, e.sha256));
+    // each format exported alone, byte for byte, and listed in the order asked; masked
+    // and plain, with the formula guard and gzip and without.
+    for (k, (pii, guarded, order)) in [
+        (false, false, [Format::Csv, Format::Parquet]),
+        (false, true, [Format::Parquet, Format::Csv]),
+        (true, false, [Format::Csv, Format::Parquet]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let variant = |o: &mut isir::export::ExportOptions| {
+            o.include_pii = pii;
+            o.formula_guard = guarded;
+            o.gzip = guarded;
+        };
+        let mut alone = BTreeMap::new();
+        for f in order {
+            let mut o = opts(&dir.path().join(format!("alone-{k}-{}", f.name())), pii);
+            variant(&mut o);
+            o.formats = vec![f];
+            let ma = export(&app.store, &o).await.unwrap();
+            assert_eq!(ma.watermark.action_id, m.watermark.action_id);
+            for e in ma.files {
+                alone.insert(e.name.clone(), (e.format, e.rows, e.sha256));
+            }
         }
+        let mut o = opts(&dir.path().join(format!("both-{k}")), pii);
+        variant(&mut o);
+        o.formats = order.to_vec();
+        let mb = export(&app.store, &o).await.unwrap();
+        let together: BTreeMap<_, _> = mb
+            .files
+            .iter()
+            .map(|e| (e.name.clone(), (e.format, e.rows, e.sha256.clone())))
+            .collect();
+        assert_eq!(together, alone, "variant {k}");
+        let listed: Vec<Format> = mb.files.iter().map(|e| e.format).collect();
+        let first = listed.iter().filter(|f| **f == order[0]).count();
+        assert!(
+            first >= 4 && listed[..first].iter().all(|f| *f == order[0]),
+            "variant {k}: {listed:?}"
+        );
     }
-    let together: BTreeMap<_, _> = m
-        .files
-        .iter()
-        .map(|e| (e.name.clone(), (e.format, e.rows, e.sha256.clone())))
-        .collect();
-    assert_eq!(together, alone);
-    let order: Vec<Format> = m.files.iter().map(|e| e.format).collect();
-    let csvs = order.iter().filter(|f| **f == Format::Csv).count();
-    assert!(
-        csvs == 4 && order[..csvs].iter().all(|f| *f == Format::Csv),
-        "{order:?}"
-    );
 
     // An incremental export: the events after the watermark, no overlap, no gap.
     sim.publish(2_500);

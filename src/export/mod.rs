@@ -313,6 +313,10 @@ async fn write_all(
             parquet_files.extend(p);
             continue;
         }
+        if let (Some(b), true) = (&bar, both) {
+            // PostgreSQL's events, one pass a format.
+            b.set_message(format!("{} csv, then parquet", t.name()));
+        }
         if csv {
             csv_files.push(write_csv_file(&mut tx, *t, &w).await?);
         }
