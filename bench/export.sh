@@ -6,6 +6,7 @@
 #   - `isir export --format parquet` table by table against `--format csv` (time, size)
 #     and against DuckDB's own writer, `COPY (SELECT ...) TO '...' (FORMAT parquet)` over
 #     the SQLite file (bench/parquet_duckdb.py), on both back ends;
+#   - all tables with --format csv, parquet and csv,parquet (both from one read);
 #   - debtors per court and month in DuckDB over our Parquet, our CSV and the SQLite file
 #     (DuckDB's sqlite scanner).
 #   bench/export.sh [N actions] (default 2000000)
@@ -124,6 +125,21 @@ for b in ("sqlite", "postgres"):
     cs, ps, cb, pb, ds = tot
     print(f"{b:9} {'all':8} {'':9} {cs:7.2f} {ps:9.2f} {ps/cs:5.2f} {cb/1e6:8.2f} {pb/1e6:10.2f} {pb/cb:6.3f} {ds:8.2f} {ps/ds:7.2f}")
 PY
+
+# All tables in one export: each format alone, then both (each table read once for both,
+# except PostgreSQL's events).
+for be in sqlite postgres; do
+    url="sqlite://$SRC"
+    [ "$be" = postgres ] && url="$PG_URL"
+    for f in csv parquet csv,parquet; do
+        rm -rf "$WORK/all-$be"
+        timed "isir export --format $f, all tables ($be)" env ISIR_DATABASE__URL="$url" \
+            $BIN export --out "$WORK/all-$be" --format "$f"
+        eval "ALL_${f/,/_}=$LAST_SECS"
+    done
+    rm -rf "$WORK/all-$be"
+    python3 -c "print(f'  $be: csv + parquet one at a time {$ALL_csv+$ALL_parquet:.2f} s, both in one export {$ALL_csv_parquet:.2f} s: {$ALL_csv_parquet/($ALL_csv+$ALL_parquet):.2f}x')"
+done
 
 # Debtors per court and month, in DuckDB over each source (both back ends' files).
 for be in sqlite postgres; do
