@@ -302,26 +302,25 @@ async fn write_all(
     };
     let (mut csv_files, mut parquet_files) = (Vec::new(), Vec::new());
     for t in &tables {
-        let csv = formats.contains(&Format::Csv);
-        let parquet = formats.contains(&Format::Parquet);
-        if let Some(b) = &bar {
-            b.set_message(t.name().to_string());
-        }
         if both && one_read(*t) {
-            let (c, p) = write_both(&mut tx, *t, &w).await?;
-            csv_files.push(c);
-            parquet_files.extend(p);
+            if let Some(b) = &bar {
+                b.set_message(t.name().to_string());
+            }
+            let mut pq = w.parquet_out(*t);
+            csv_files.push(write_csv_file(&mut tx, *t, &w, Some(&mut pq)).await?);
+            parquet_files.extend(parquet_entries(*t, pq)?);
             continue;
         }
-        if let (Some(b), true) = (&bar, both) {
-            // PostgreSQL's events, one pass a format.
-            b.set_message(format!("{} csv, then parquet", t.name()));
-        }
-        if csv {
-            csv_files.push(write_csv_file(&mut tx, *t, &w).await?);
-        }
-        if parquet {
-            parquet_files.extend(write_parquet_files(&mut tx, *t, &w).await?);
+        for format in &formats {
+            if let Some(b) = &bar {
+                b.set_message(format!("{} {}", t.name(), format.name()));
+            }
+            match format {
+                Format::Csv => csv_files.push(write_csv_file(&mut tx, *t, &w, None).await?),
+                Format::Parquet => {
+                    parquet_files.extend(write_parquet_files(&mut tx, *t, &w).await?)
+                }
+            }
         }
     }
     // The manifest lists the files format by format, in the order asked.
@@ -409,10 +408,31 @@ struct Writing<'a> {
     bar: &'a Option<crate::logging::Bar>,
 }
 
-async fn write_csv_file(tx: &mut Tx, t: Table, w: &Writing<'_>) -> Result<FileEntry, ExportError> {
-    let name = csv_name(t, w.opts);
-    let mut sink = Sink::create(&w.dir.join(&name), w.opts.gzip, w.opts.include_pii)?;
-    let rows = write_csv(tx, t, w.opts, w.privacy, sink.writer(), w.bar).await?;
+impl Writing<'_> {
+    /// The CSV file of `t` (created) and its name.
+    fn csv_sink(&self, t: Table) -> Result<(String, Sink), ExportError> {
+        let name = csv_name(t, self.opts);
+        let sink = Sink::create(&self.dir.join(&name), self.opts.gzip, self.opts.include_pii)?;
+        Ok((name, sink))
+    }
+
+    /// The Parquet files of `t`, opened as its rows come.
+    fn parquet_out(&self, t: Table) -> parquet::ParquetOut {
+        let pii = self.opts.include_pii;
+        parquet::ParquetOut::new(self.dir, t, !pii, pii)
+    }
+}
+
+/// The CSV file of `t`; each row also to `also` when given (the table's Parquet files:
+/// both formats from one read, the same files, byte for byte, as each alone: tested).
+async fn write_csv_file(
+    tx: &mut Tx,
+    t: Table,
+    w: &Writing<'_>,
+    also: Option<&mut dyn table::RowOut>,
+) -> Result<FileEntry, ExportError> {
+    let (name, mut sink) = w.csv_sink(t)?;
+    let rows = write_csv(tx, t, w.opts, w.privacy, sink.writer(), w.bar, also).await?;
     Ok(csv_entry(t, name, rows, sink.finish()?))
 }
 
@@ -421,37 +441,9 @@ async fn write_parquet_files(
     t: Table,
     w: &Writing<'_>,
 ) -> Result<Vec<FileEntry>, ExportError> {
-    let mut out = parquet::ParquetOut::new(w.dir, t, !w.opts.include_pii, w.opts.include_pii);
+    let mut out = w.parquet_out(t);
     write_rows(tx, t, w.opts, w.privacy, &mut out, w.bar).await?;
     parquet_entries(t, out)
-}
-
-/// One table as CSV and as Parquet from one read of its rows: the same files, byte for
-/// byte, as each format written alone (tested).
-async fn write_both(
-    tx: &mut Tx,
-    t: Table,
-    w: &Writing<'_>,
-) -> Result<(FileEntry, Vec<FileEntry>), ExportError> {
-    let name = csv_name(t, w.opts);
-    let mut sink = Sink::create(&w.dir.join(&name), w.opts.gzip, w.opts.include_pii)?;
-    let mut pq = parquet::ParquetOut::new(w.dir, t, !w.opts.include_pii, w.opts.include_pii);
-    let rows = {
-        let mut csv = table::Rows::new(sink.writer(), t, w.opts.formula_guard)?;
-        let n = write_rows(
-            tx,
-            t,
-            w.opts,
-            w.privacy,
-            &mut table::Tee(&mut csv, &mut pq),
-            w.bar,
-        )
-        .await?;
-        csv.csv.flush()?;
-        n
-    };
-    let csv = csv_entry(t, name, rows, sink.finish()?);
-    Ok((csv, parquet_entries(t, pq)?))
 }
 
 /// The manifest's entries of a table's finished Parquet files.

@@ -95,7 +95,7 @@ pub(super) trait RowOut: Send {
 
 /// Both of two outputs, each row to the first and then the second: a table exported in
 /// two formats is read once.
-pub(super) struct Tee<'a>(pub &'a mut dyn RowOut, pub &'a mut dyn RowOut);
+struct Tee<'a>(&'a mut dyn RowOut, &'a mut dyn RowOut);
 
 impl RowOut for Tee<'_> {
     fn row(&mut self, cells: &[Option<&str>]) -> Result<(), ExportError> {
@@ -345,8 +345,9 @@ fn opt_cells(row: &[columns::Cell]) -> Vec<Option<&str>> {
         .collect()
 }
 
-/// Writes one table as CSV to `w`; gives its rows. On PostgreSQL the events go through
-/// `COPY ... TO STDOUT (FORMAT csv)`, equal row for row (tested).
+/// Writes one table as CSV to `w`, each row also to `also` when given (the table's
+/// Parquet files: both formats from one read); gives its rows. Alone, on PostgreSQL,
+/// the events go through `COPY ... TO STDOUT (FORMAT csv)`, equal row for row (tested).
 pub(super) async fn write_csv(
     tx: &mut Tx,
     table: Table,
@@ -354,8 +355,9 @@ pub(super) async fn write_csv(
     privacy: &Privacy,
     w: &mut (dyn Write + Send),
     bar: &Option<crate::logging::Bar>,
+    also: Option<&mut dyn RowOut>,
 ) -> Result<u64, ExportError> {
-    if tx.is_postgres() && table == Table::Events {
+    if also.is_none() && tx.is_postgres() && table == Table::Events {
         let mut csv = csv::WriterBuilder::new().from_writer(&mut *w);
         csv.write_record(table.columns()).map_err(csv_err)?;
         csv.flush()?;
@@ -363,7 +365,12 @@ pub(super) async fn write_csv(
         return copy_table(tx, &events_copy_select(opts), w, bar).await;
     }
     let mut rows = Rows::new(&mut *w, table, opts.formula_guard)?;
-    let n = write_rows(tx, table, opts, privacy, &mut rows, bar).await?;
+    let n = match also {
+        Some(other) => {
+            write_rows(tx, table, opts, privacy, &mut Tee(&mut rows, other), bar).await?
+        }
+        None => write_rows(tx, table, opts, privacy, &mut rows, bar).await?,
+    };
     rows.csv.flush()?;
     Ok(n)
 }
