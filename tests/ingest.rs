@@ -136,6 +136,27 @@ async fn idempotence_order_and_checkpoint_mismatch() {
             })
         ));
         assert_eq!(store.count_actions().await.unwrap(), 200);
+        // The checkpoint moved back (an operator's repair): a page that holds stored
+        // actions and new ones inserts only the new ones, and leaves the stored ones
+        // as they are (on PostgreSQL a page that overlaps the replica does not take the
+        // bulk path, which would refuse it).
+        let truth = sim.truth_after(-1, 300);
+        let back = truth[149].id;
+        store.set_checkpoint(5, Some(back)).await.unwrap();
+        let p5 = page_of(&sim, back, 100);
+        assert_eq!(store.write_page(5, Some(back), &p5).await.unwrap(), 50);
+        assert_eq!(store.checkpoint().await.unwrap(), Some(truth[249].id));
+        // All of a page already stored: nothing inserted, the checkpoint moves.
+        store.set_checkpoint(5, Some(back)).await.unwrap();
+        assert_eq!(store.write_page(5, Some(back), &p5).await.unwrap(), 0);
+        assert_eq!(store.checkpoint().await.unwrap(), Some(truth[249].id));
+        // And the next page, none of it stored, goes in whole.
+        let p6 = page_of(&sim, truth[249].id, 50);
+        assert_eq!(
+            store.write_page(5, Some(truth[249].id), &p6).await.unwrap(),
+            50
+        );
+        assert_eq!(common::all_actions(&store).await, truth, "{b:?}");
     }
 }
 
