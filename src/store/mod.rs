@@ -45,6 +45,7 @@ mod coord;
 mod db;
 pub mod direct;
 pub mod files;
+mod insert;
 pub mod key;
 pub mod notes;
 pub mod pgread;
