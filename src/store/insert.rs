@@ -10,8 +10,17 @@ use super::db::{ACTION_COLUMNS, NOTE_AT_REST};
 use super::notes::AtRest;
 use crate::source::model::Action;
 
-/// Rows a multi-row INSERT carries (14 parameters each).
+/// Rows a multi-row INSERT carries ([`FIELDS`] parameters each).
 const INSERT_CHUNK: usize = 500;
+
+/// The fields of a stored action row: the source's, the note at rest (two), `stored_at`
+/// and `epoch`, in the order of [`target`].
+const FIELDS: usize = super::ACTION_FIELDS.len() + 4;
+
+/// The table and its columns as the INSERT and the COPY name them, in [`FIELDS`]' order.
+fn target() -> String {
+    format!("actions ({ACTION_COLUMNS}, {NOTE_AT_REST}, stored_at, epoch)")
+}
 
 /// The multi-row INSERT of actions, idempotent by ID, on the connection `$conn` of
 /// back end `$db`: rows `INSERT_CHUNK` at a time.
@@ -19,9 +28,7 @@ macro_rules! insert_values {
     ($conn:expr, $db:ty, $rows:expr, $now:expr, $epoch:expr) => {{
         let mut inserted = 0;
         for chunk in $rows.chunks(INSERT_CHUNK) {
-            let mut qb: QueryBuilder<$db> = QueryBuilder::new(format!(
-                "INSERT INTO actions ({ACTION_COLUMNS}, {NOTE_AT_REST}, stored_at, epoch) "
-            ));
+            let mut qb: QueryBuilder<$db> = QueryBuilder::new(format!("INSERT INTO {} ", target()));
             qb.push_values(chunk, |mut b, (a, n)| {
                 b.push_bind(a.id)
                     .push_bind(a.created.as_str())
@@ -95,7 +102,8 @@ impl InsertActions for sqlx::PgConnection {
         }
         let mut copy = self
             .copy_in_raw(&format!(
-                "COPY actions ({ACTION_COLUMNS}, {NOTE_AT_REST}, stored_at, epoch) FROM STDIN WITH (FORMAT binary)"
+                "COPY {} FROM STDIN WITH (FORMAT binary)",
+                target()
             ))
             .await?;
         copy.send(copy_binary(rows, now, epoch)).await?;
@@ -103,8 +111,7 @@ impl InsertActions for sqlx::PgConnection {
     }
 }
 
-/// `rows` in PostgreSQL's binary `COPY` format, the columns of the `COPY` in
-/// [`InsertActions`] for `sqlx::PgConnection` in order: a header, then per row its
+/// `rows` in PostgreSQL's binary `COPY` format, the columns of [`target`] in order: a header, then per row its
 /// field count and each field as its length (-1: NULL) and bytes (BIGINT: 8 bytes
 /// big-endian; TEXT: UTF-8; BYTEA: as is), then -1.
 fn copy_binary(rows: &[(&Action, AtRest)], now: i64, epoch: i64) -> Vec<u8> {
@@ -133,7 +140,7 @@ fn copy_binary(rows: &[(&Action, AtRest)], now: i64, epoch: i64) -> Vec<u8> {
     b.extend_from_slice(&0i32.to_be_bytes()); // flags
     b.extend_from_slice(&0i32.to_be_bytes()); // header extension
     for (a, n) in rows {
-        b.extend_from_slice(&14i16.to_be_bytes());
+        b.extend_from_slice(&(FIELDS as i16).to_be_bytes());
         int(&mut b, Some(a.id));
         text(&mut b, Some(&a.created));
         text(&mut b, Some(&a.published));
