@@ -120,7 +120,7 @@ pub trait Builder: Send + Sync {
     }
     /// The query of the view named `t` over its table of version `v`: the table as it is,
     /// unless the builder stores some cells in a shorter form than it serves.
-    fn view_sql(&self, t: &str, v: i64, _pg: bool) -> String {
+    fn view_sql(&self, t: &str, v: i64) -> String {
         format!("SELECT * FROM {t}_v{v}")
     }
     /// Fills a new version with what it starts from (e.g. the seeded code list).
@@ -230,11 +230,8 @@ async fn create_indexes(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), Proj
 async fn point_views(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
     for t in b.tables(tx.is_postgres()) {
         tx.exec(&format!("DROP VIEW IF EXISTS {t}"), &[]).await?;
-        tx.exec(
-            &format!("CREATE VIEW {t} AS {}", b.view_sql(t, v, tx.is_postgres())),
-            &[],
-        )
-        .await?;
+        tx.exec(&format!("CREATE VIEW {t} AS {}", b.view_sql(t, v)), &[])
+            .await?;
     }
     Ok(())
 }

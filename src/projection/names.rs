@@ -395,9 +395,8 @@ pub async fn backfill(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
     let mut n = 0u64;
     loop {
         let sql = format!(
-            "SELECT {} FROM parties_v{v} WHERE (case_number, court, person_id) > ($1, $2, $3) \
-             ORDER BY case_number, court, person_id LIMIT 2000",
-            crate::readmodel::party_cells::doc_sql(pg, "")
+            "SELECT doc FROM parties_v{v} WHERE (case_number, court, person_id) > ($1, $2, $3) \
+             ORDER BY case_number, court, person_id LIMIT 2000"
         );
         let binds: Vec<Val> = after.iter().map(|s| s.as_str().into()).collect();
         let rows = tx.texts(&sql, &binds).await?;

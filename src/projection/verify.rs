@@ -155,16 +155,9 @@ async fn check(
         }
         "parties" => {
             let want = parties::fold(&records(store, case, upto).await?);
-            // The view (named as the builder) serves the document whole; a version's
-            // table holds its cells.
-            let doc = if table == name {
-                "doc".to_string()
-            } else {
-                crate::readmodel::party_cells::doc_sql(tx.is_postgres(), "")
-            };
             let got: BTreeMap<_, _> = tx
                 .texts(
-                    &format!("SELECT {doc} FROM {table} WHERE case_number = $1"),
+                    &format!("SELECT doc FROM {table} WHERE case_number = $1"),
                     &[case.into()],
                 )
                 .await?

@@ -347,18 +347,11 @@ pub fn sql(
             latest.to_string(),
         )
     };
-    // The view serves the document whole; SQLite's table holds it as cells.
-    let doc = if pg {
-        "p.doc".to_string()
-    } else {
-        crate::readmodel::party_cells::doc_sql(false, "p")
-    };
     let sql = format!(
         "WITH h AS (SELECT {pick} FROM {from} WHERE {} ORDER BY {order} LIMIT {lim}) \
-         SELECT '{}|' || CAST(h.latest AS TEXT) || '|' || {} FROM h {page_join} ORDER BY h.latest DESC",
+         SELECT '{}|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h {page_join} ORDER BY h.latest DESC",
         conds.join(" AND "),
         tier as i64,
-        doc,
     );
     (sql, b.0)
 }
