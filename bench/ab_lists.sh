@@ -16,8 +16,8 @@ QUERIES="${QUERIES:-court_opened events}"
 W="$(mktemp -d)"; trap 'rm -rf "$W"' EXIT
 source "$(dirname "$0")/lib.sh"
 case "$DB" in
-    postgres://* | postgresql://*) URL="$DB"; NEW_URL="$NEW_DB"; q() { psql "$DB" -Atqc "$1"; } ;;
-    *) URL="sqlite://$DB"; NEW_URL="sqlite://$NEW_DB"; q() { sqlite3 "$DB" "$1"; } ;;
+    postgres://* | postgresql://*) URL="$DB"; NEW_URL="$NEW_DB"; DOC="doc::json"; q() { psql "$DB" -Atqc "$1"; } ;;
+    *) URL="sqlite://$DB"; NEW_URL="sqlite://$NEW_DB"; DOC="doc"; q() { sqlite3 "$DB" "$1"; } ;;
 esac
 q "SELECT 'court=' || court_short || '&opened_from=' || substr(opened, 1, 4) || '-01-01&opened_to=' || substr(opened, 1, 4) || '-12-31' FROM cases WHERE court_short IS NOT NULL GROUP BY court_short, substr(opened, 1, 4) ORDER BY random() LIMIT 500" >"$W/court_year"
 q "SELECT action_id FROM timeline ORDER BY random() LIMIT 500" >"$W/afters"
@@ -27,9 +27,8 @@ q "SELECT 'court=' || court_short || '&state=' || state FROM cases WHERE court_s
 for l in sys.stdin: print(urllib.parse.quote(l.rstrip("\n"), safe="=&"))' >"$W/court_state"
 q "SELECT year || '/' || number FROM cases WHERE year <= 2100 ORDER BY random() LIMIT 500" >"$W/cases"
 q "SELECT DISTINCT ico FROM parties WHERE ico IS NOT NULL AND role = 'DLUŽNÍK' ORDER BY random() LIMIT 500" >"$W/icos"
-# (The same JSON path on both back ends: SQLite's JSON functions read PostgreSQL's `->>`.)
-q "SELECT substr(doc::json->>'name', 1, 4) || ' ' || substr(doc::json->>'first_name', 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND doc::json->>'first_name' IS NOT NULL ORDER BY random() LIMIT 500" 2>/dev/null >"$W/names" \
-    || q "SELECT substr(doc->>'name', 1, 4) || ' ' || substr(doc->>'first_name', 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND doc->>'first_name' IS NOT NULL ORDER BY random() LIMIT 500" >"$W/names"
+# (A party's document as JSON: `->>` reads it on both back ends.)
+q "SELECT substr($DOC->>'name', 1, 4) || ' ' || substr($DOC->>'first_name', 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND $DOC->>'first_name' IS NOT NULL ORDER BY random() LIMIT 500" >"$W/names"
 python3 -c 'import sys, urllib.parse
 for l in open(sys.argv[1]).read().splitlines(): print(urllib.parse.quote(l))' "$W/names" >"$W/names.q"
 wrk_script "$W/icos" "/v1/subjects?ico=%s" "$W/ico.lua"
