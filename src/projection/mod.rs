@@ -120,8 +120,13 @@ pub trait Builder: Send + Sync {
     }
     /// The query of the view named `t` over its table of version `v`: the table as it is,
     /// unless the builder stores some cells in a shorter form than it serves.
-    fn view_sql(&self, t: &str, v: i64) -> String {
+    fn view_sql(&self, t: &str, v: i64, _pg: bool) -> String {
         format!("SELECT * FROM {t}_v{v}")
+    }
+    /// Views over version `v` besides those of its tables, each a name and its query
+    /// (e.g. the parties' cells as stored, which the API reads).
+    fn extra_views(&self, _v: i64) -> Vec<(&'static str, String)> {
+        Vec::new()
     }
     /// Fills a new version with what it starts from (e.g. the seeded code list).
     async fn seed(&self, _tx: &mut Tx, _v: i64) -> Result<(), ProjectionError> {
@@ -230,7 +235,15 @@ async fn create_indexes(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), Proj
 async fn point_views(tx: &mut Tx, b: &dyn Builder, v: i64) -> Result<(), ProjectionError> {
     for t in b.tables(tx.is_postgres()) {
         tx.exec(&format!("DROP VIEW IF EXISTS {t}"), &[]).await?;
-        tx.exec(&format!("CREATE VIEW {t} AS {}", b.view_sql(t, v)), &[])
+        tx.exec(
+            &format!("CREATE VIEW {t} AS {}", b.view_sql(t, v, tx.is_postgres())),
+            &[],
+        )
+        .await?;
+    }
+    for (name, sql) in b.extra_views(v) {
+        tx.exec(&format!("DROP VIEW IF EXISTS {name}"), &[]).await?;
+        tx.exec(&format!("CREATE VIEW {name} AS {sql}"), &[])
             .await?;
     }
     Ok(())
@@ -271,7 +284,24 @@ pub async fn ensure(store: &Store, name: &str) -> Result<Meta, ProjectionError> 
 /// only, unless something is missing.
 async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), ProjectionError> {
     let mut tx = Tx::begin(store).await?;
-    if b.upgrade(&mut tx, live.version).await? {
+    let upgraded = b.upgrade(&mut tx, live.version).await?;
+    let views: std::collections::HashSet<String> = tx
+        .texts(
+            if tx.is_postgres() {
+                "SELECT viewname::text FROM pg_views WHERE schemaname = current_schema()"
+            } else {
+                "SELECT name FROM sqlite_master WHERE type = 'view'"
+            },
+            &[],
+        )
+        .await?
+        .into_iter()
+        .collect();
+    let missing = b
+        .extra_views(live.version)
+        .iter()
+        .any(|(name, _)| !views.contains(*name));
+    if upgraded || missing {
         point_views(&mut tx, b, live.version).await?;
     }
     // Indexes this release added (the list queries' shapes) to a version made before.

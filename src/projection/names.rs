@@ -395,11 +395,16 @@ pub async fn backfill(tx: &mut Tx, v: i64) -> Result<u64, ProjectionError> {
     let mut n = 0u64;
     loop {
         let sql = format!(
-            "SELECT doc FROM parties_v{v} WHERE (case_number, court, person_id) > ($1, $2, $3) \
-             ORDER BY case_number, court, person_id LIMIT 2000"
+            "SELECT {} FROM parties_v{v} WHERE (case_number, court, person_id) > ($1, $2, $3) \
+             ORDER BY case_number, court, person_id LIMIT 2000",
+            crate::readmodel::party_cells::read_columns("")
         );
         let binds: Vec<Val> = after.iter().map(|s| s.as_str().into()).collect();
-        let rows = tx.texts(&sql, &binds).await?;
+        let rows = tx
+            .rows_with(&sql, &binds, |r| {
+                crate::readmodel::party_cells::doc_from(r, 0)
+            })
+            .await?;
         if rows.is_empty() {
             break;
         }

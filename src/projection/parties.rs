@@ -17,6 +17,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::{Builder, Counts, ProjectionError, texts_in};
 use crate::readmodel::fold::{ico_key, name_key, rc_key};
+use crate::readmodel::party_cells::{
+    CELL_COLUMNS, cells, doc_from, doc_sql, no_cells, read_columns,
+};
 use crate::readmodel::{KNOWN_ROLES, PartyDoc};
 use crate::source::model::{Note, Person, Record};
 use crate::store::sql::{Tx, Val};
@@ -179,11 +182,17 @@ impl Builder for Parties {
     }
 
     fn ddl(&self, v: i64, pg: bool) -> Vec<String> {
+        // The document is kept as cells (`readmodel::party_cells`; `doc` is set only in
+        // versions made before them), served whole by the view.
+        let cells: String = CELL_COLUMNS
+            .iter()
+            .map(|(c, t)| format!(", {c} {t}"))
+            .collect();
         let mut ddl = vec![
             format!(
                 "CREATE TABLE parties_v{v} (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
                  role TEXT, kind TEXT, ico TEXT, rc TEXT, name_key TEXT, latest_action_id BIGINT NOT NULL, \
-                 doc TEXT NOT NULL, first_action_id BIGINT NOT NULL, PRIMARY KEY (case_number, court, person_id))"
+                 doc TEXT, first_action_id BIGINT NOT NULL{cells}, PRIMARY KEY (case_number, court, person_id))"
             ),
             // Each search key with the table's key after it: a lookup reads its persons
             // in the keyset order of `/v1/subjects` and stops at the page's end, however
@@ -210,6 +219,25 @@ impl Builder for Parties {
         ddl
     }
 
+    fn view_sql(&self, t: &str, v: i64, pg: bool) -> String {
+        if t != "parties" {
+            return format!("SELECT * FROM {t}_v{v}");
+        }
+        // The columns of the table before its cells, the document whole.
+        format!(
+            "SELECT case_number, court, person_id, role, kind, ico, rc, name_key, latest_action_id, \
+             {} AS doc, first_action_id FROM parties_v{v}",
+            doc_sql(pg, "")
+        )
+    }
+
+    fn extra_views(&self, v: i64) -> Vec<(&'static str, String)> {
+        vec![(
+            crate::readmodel::party_cells::VIEW,
+            format!("SELECT * FROM parties_v{v}"),
+        )]
+    }
+
     async fn before_indexes(&self, tx: &mut Tx, v: i64) -> Result<(), ProjectionError> {
         // A rebuild's term table, filled from its persons' rows before its key is built.
         let n = super::names::fill_terms(tx, v).await?;
@@ -230,7 +258,8 @@ impl Builder for Parties {
 
     async fn upgrade(&self, tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
         let first = super::upgrade::first_action_column(tx, v).await?;
-        Ok(super::upgrade::names_index(tx, v).await? || first)
+        let cells = super::upgrade::party_cells(tx, v).await?;
+        Ok(super::upgrade::names_index(tx, v).await? || first || cells)
     }
 
     async fn apply(
@@ -276,6 +305,7 @@ impl Builder for Parties {
             erased.extend(tx.texts(&sql, &texts_in(chunk)).await?);
         }
         let pg = tx.is_postgres();
+        let doc = read_columns("");
         for chunk in person_keys.chunks(300) {
             let tuples: Vec<String> = (0..chunk.len())
                 .map(|i| {
@@ -287,7 +317,7 @@ impl Builder for Parties {
                 })
                 .collect();
             let sql = format!(
-                "SELECT doc FROM parties_v{v} WHERE (case_number, court, person_id) IN (VALUES {})",
+                "SELECT {doc} FROM parties_v{v} WHERE (case_number, court, person_id) IN (VALUES {})",
                 tuples.join(",")
             );
             let binds: Vec<Val> = chunk
@@ -296,17 +326,20 @@ impl Builder for Parties {
                     [Val::from(c.as_str()), ct.as_str().into(), p.as_str().into()]
                 })
                 .collect();
-            for d in tx.texts(&sql, &binds).await? {
+            for d in tx.rows_with(&sql, &binds, |r| doc_from(r, 0)).await? {
                 let doc: PartyDoc = serde_json::from_str(&d)?;
                 docs.insert(doc.key(), doc);
             }
         }
         for chunk in erasing.chunks(500) {
             let sql = format!(
-                "SELECT doc FROM parties_v{v} WHERE (role = 'DLUŽNÍK' OR role IS NULL) AND case_number IN ({})",
+                "SELECT {doc} FROM parties_v{v} WHERE (role = 'DLUŽNÍK' OR role IS NULL) AND case_number IN ({})",
                 tx.list(chunk.len())
             );
-            for d in tx.texts(&sql, &texts_in(chunk)).await? {
+            for d in tx
+                .rows_with(&sql, &texts_in(chunk), |r| doc_from(r, 0))
+                .await?
+            {
                 let doc: PartyDoc = serde_json::from_str(&d)?;
                 docs.insert(doc.key(), doc);
             }
@@ -330,10 +363,18 @@ impl Builder for Parties {
             .filter(|(k, d)| before.get(*k) != Some(*d))
             .map(|(_, d)| d)
             .collect();
+        // A version made before the cells may still have `doc NOT NULL` (SQLite cannot
+        // drop a constraint in place): its documents are stored whole.
+        let whole = super::upgrade::party_docs_required(tx, v).await?;
         let rows: Vec<Vec<Val>> = changed
             .iter()
             .map(|d| {
-                Ok(vec![
+                let (doc, cells) = if whole {
+                    (Some(serde_json::to_string(d)?), no_cells())
+                } else {
+                    (None, cells(d)?)
+                };
+                let mut row = vec![
                     d.case_number.as_str().into(),
                     d.court.as_str().into(),
                     d.person_id.as_str().into(),
@@ -343,26 +384,32 @@ impl Builder for Parties {
                     d.birth_number.as_deref().map(rc_key).into(),
                     d.name.as_deref().map(name_key).into(),
                     d.latest_action_id.into(),
-                    serde_json::to_string(d)?.into(),
+                    doc.into(),
                     d.first_action_id.into(),
-                ])
+                ];
+                row.extend(cells);
+                Ok(row)
             })
             .collect::<Result<_, serde_json::Error>>()?;
+        let columns: Vec<&str> = [
+            "case_number",
+            "court",
+            "person_id",
+            "role",
+            "kind",
+            "ico",
+            "rc",
+            "name_key",
+            "latest_action_id",
+            "doc",
+            "first_action_id",
+        ]
+        .into_iter()
+        .chain(CELL_COLUMNS.iter().map(|(c, _)| *c))
+        .collect();
         tx.upsert(
             &format!("parties_v{v}"),
-            &[
-                "case_number",
-                "court",
-                "person_id",
-                "role",
-                "kind",
-                "ico",
-                "rc",
-                "name_key",
-                "latest_action_id",
-                "doc",
-                "first_action_id",
-            ],
+            &columns,
             &["case_number", "court", "person_id"],
             &rows,
         )

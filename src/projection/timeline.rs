@@ -137,7 +137,7 @@ impl Builder for Timeline {
         ]
     }
 
-    fn view_sql(&self, t: &str, v: i64) -> String {
+    fn view_sql(&self, t: &str, v: i64, _pg: bool) -> String {
         if t != "timeline" {
             return format!("SELECT * FROM {t}_v{v}");
         }

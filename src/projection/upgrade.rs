@@ -91,6 +91,43 @@ pub(super) async fn first_action_column(tx: &mut Tx, v: i64) -> Result<bool, Pro
     Ok(true)
 }
 
+/// The cells of `parties_vN` (`readmodel::party_cells`) for a version made before them:
+/// the columns added, and on PostgreSQL `doc` made nullable. Rows stored before keep
+/// their whole documents, which read the same; SQLite cannot drop the old `NOT NULL` in
+/// place, so there the version goes on storing whole documents
+/// ([`party_docs_required`]) until a rebuild. Whether it changed anything.
+pub(super) async fn party_cells(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    let table = format!("parties_v{v}");
+    let mut added = false;
+    for (c, t) in crate::readmodel::party_cells::CELL_COLUMNS {
+        if column(tx, &table, c).await?.is_none() {
+            tx.exec(&format!("ALTER TABLE {table} ADD COLUMN {c} {t}"), &[])
+                .await?;
+            added = true;
+        }
+    }
+    if added && tx.is_postgres() {
+        tx.exec(
+            &format!("ALTER TABLE {table} ALTER COLUMN doc DROP NOT NULL"),
+            &[],
+        )
+        .await?;
+    }
+    if added {
+        tracing::info!(
+            version = v,
+            "parties: documents stored as cells from now on, earlier rows kept whole"
+        );
+    }
+    Ok(added)
+}
+
+/// Whether `parties_vN` still requires whole documents (an earlier release's SQLite
+/// version, see [`party_cells`]).
+pub(super) async fn party_docs_required(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    Ok(column(tx, &format!("parties_v{v}"), "doc").await? == Some(true))
+}
+
 /// Whether `table` has column `col`, and if so whether it is `NOT NULL`.
 async fn column(tx: &mut Tx, table: &str, col: &str) -> Result<Option<bool>, ProjectionError> {
     let sql = if tx.is_postgres() {

@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use super::Problem;
+use crate::readmodel::party_cells::{VIEW, doc_from, read_columns};
 use crate::store::sql::{Tx, Val};
 
 fn parse(rows: &[String]) -> Result<Vec<Value>, Problem> {
@@ -101,7 +102,7 @@ pub async fn subjects_text(
     limit: i64,
 ) -> Result<Vec<String>, Problem> {
     let (sql, binds) = subjects_statement(col, keys, after, limit);
-    Ok(tx.texts(&sql, &binds).await?)
+    Ok(tx.rows_with(&sql, &binds, |r| doc_from(r, 0)).await?)
 }
 
 /// The statement of [`subjects_text`] and its binds (the limit last, as
@@ -136,8 +137,9 @@ pub fn subjects_sql(col: &str) -> String {
         "no search key {col}"
     );
     format!(
-        "SELECT doc FROM parties WHERE {col} = $1 AND (case_number, court, person_id) > ($2, $3, $4) \
-         ORDER BY case_number, court, person_id LIMIT $5"
+        "SELECT {} FROM {VIEW} WHERE {col} = $1 AND (case_number, court, person_id) > ($2, $3, $4) \
+         ORDER BY case_number, court, person_id LIMIT $5",
+        read_columns("")
     )
 }
 
@@ -151,8 +153,9 @@ pub fn subjects_in_sql(col: &str, n: usize) -> String {
     );
     let list: Vec<String> = (1..=n).map(|i| format!("${i}")).collect();
     format!(
-        "SELECT doc FROM parties WHERE {col} IN ({}) AND (case_number, court, person_id) > (${}, ${}, ${}) \
+        "SELECT {} FROM {VIEW} WHERE {col} IN ({}) AND (case_number, court, person_id) > (${}, ${}, ${}) \
          ORDER BY case_number, court, person_id LIMIT ${}",
+        read_columns(""),
         list.join(", "),
         n + 1,
         n + 2,
@@ -163,11 +166,12 @@ pub fn subjects_in_sql(col: &str, n: usize) -> String {
 
 /// The persons of one case (debtors, creditors, administrators), by role and name.
 pub async fn case_parties(tx: &mut Tx, case_number: &str) -> Result<Vec<Value>, Problem> {
+    let sql = format!(
+        "SELECT {} FROM {VIEW} WHERE case_number = $1 ORDER BY role, name_key, person_id LIMIT 2000",
+        read_columns("")
+    );
     let rows = tx
-        .texts(
-            "SELECT doc FROM parties WHERE case_number = $1 ORDER BY role, name_key, person_id LIMIT 2000",
-            &[case_number.into()],
-        )
+        .rows_with(&sql, &[case_number.into()], |r| doc_from(r, 0))
         .await?;
     parse(&rows)
 }

@@ -208,7 +208,11 @@ impl Tables {
     /// `names`, `parties` and `cases`.
     fn names(self) -> [String; 3] {
         match self {
-            Tables::Views => ["names".into(), "parties".into(), "cases".into()],
+            Tables::Views => [
+                "names".into(),
+                crate::readmodel::party_cells::VIEW.into(),
+                "cases".into(),
+            ],
             Tables::Sqlite { parties, cases } => [
                 format!("names_v{parties}"),
                 format!("parties_v{parties}"),
@@ -304,11 +308,11 @@ fn matches(
 }
 
 /// The statement and its binds of the persons of `tier` after the person's latest
-/// action `before` (none: from the newest), at most `limit`, newest first: `tier|latest|
-/// doc` rows. The index yields its matches in that order (FTS5 by rowid; on PostgreSQL
-/// the exact names' B-tree, or the walked term's rows in the term table's key), so a
-/// page costs about its own rows; the persons' documents are read for the page's rows
-/// alone (on SQLite by rowid).
+/// action `before` (none: from the newest), at most `limit`, newest first: rows of the
+/// latest action, then the cells of `party_cells::read_columns`. The index yields its
+/// matches in that order (FTS5 by rowid; on PostgreSQL the exact names' B-tree, or the
+/// walked term's rows in the term table's key), so a page costs about its own rows; the
+/// persons' cells are read for the page's rows alone (on SQLite by rowid).
 pub fn sql(
     s: &Search,
     tier: Tier,
@@ -347,11 +351,12 @@ pub fn sql(
             latest.to_string(),
         )
     };
+    // The cells, for the document to be put together in Rust (`party_cells::doc_from`).
     let sql = format!(
         "WITH h AS (SELECT {pick} FROM {from} WHERE {} ORDER BY {order} LIMIT {lim}) \
-         SELECT '{}|' || CAST(h.latest AS TEXT) || '|' || p.doc FROM h {page_join} ORDER BY h.latest DESC",
+         SELECT h.latest, {} FROM h {page_join} ORDER BY h.latest DESC",
         conds.join(" AND "),
-        tier as i64,
+        crate::readmodel::party_cells::read_columns("p"),
     );
     (sql, b.0)
 }
@@ -403,34 +408,29 @@ pub async fn search(
     let mut out = Vec::new();
     if after.is_none_or(|a| a.tier == 0) {
         let (sql, binds) = sql(s, Tier::Exact, after.map(|a| a.latest), limit, at);
-        out = hits(tx, &sql, &binds).await?;
+        out = hits(tx, Tier::Exact, &sql, &binds).await?;
     }
     let rest = limit - out.len() as i64;
     if rest > 0 {
         let before = after.filter(|a| a.tier > 0).map(|a| a.latest);
         let (sql, binds) = sql(s, Tier::Prefix, before, rest, at);
-        out.extend(hits(tx, &sql, &binds).await?);
+        out.extend(hits(tx, Tier::Prefix, &sql, &binds).await?);
     }
     Ok(out)
 }
 
-async fn hits(tx: &mut Tx, sql: &str, binds: &[Val]) -> Result<Vec<Hit>, Problem> {
-    let rows = tx.texts(sql, binds).await?;
-    rows.into_iter()
-        .map(|r| {
-            let mut it = r.splitn(3, '|');
-            let tier = it.next().and_then(|v| v.parse().ok());
-            let latest = it.next().and_then(|v| v.parse().ok());
-            match (tier, latest, it.next()) {
-                (Some(tier), Some(latest), Some(doc)) => Ok(Hit {
-                    doc: doc.to_string(),
-                    tier,
-                    latest,
-                }),
-                _ => Err(Problem::internal("a search row that does not split")),
-            }
+async fn hits(tx: &mut Tx, tier: Tier, sql: &str, binds: &[Val]) -> Result<Vec<Hit>, Problem> {
+    Ok(tx
+        .rows_with(sql, binds, |r| {
+            Ok(Hit {
+                latest: r.int(0)?.ok_or_else(|| {
+                    sqlx::Error::Decode("a search row without its latest action".into())
+                })?,
+                doc: crate::readmodel::party_cells::doc_from(r, 1)?,
+                tier: tier as i64,
+            })
         })
-        .collect()
+        .await?)
 }
 
 #[cfg(test)]

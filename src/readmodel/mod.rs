@@ -15,6 +15,7 @@ pub mod columns;
 pub mod fold;
 pub mod keys;
 pub mod meta;
+pub mod party_cells;
 
 /// The states a case takes, as the register names them (`stavRizeni`).
 pub const KNOWN_STATES: &[&str] = &[

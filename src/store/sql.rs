@@ -293,6 +293,37 @@ impl Tx {
             .collect())
     }
 
+    /// Every row, each made into a `T` by `f` from its cells ([`Cells`], borrowed from
+    /// the row: no copy of a text the row holds).
+    pub async fn rows_with<T>(
+        &mut self,
+        sql: &str,
+        binds: &[Val],
+        f: impl Fn(&dyn Cells) -> Result<T, sqlx::Error>,
+    ) -> Result<Vec<T>, sqlx::Error> {
+        if let Tx::Direct(d) = self {
+            let mut st = direct_prepare(d, sql, binds)?;
+            let mut rows = st.raw_query();
+            let mut out = Vec::new();
+            while let Some(r) = rows.next().map_err(direct::to_sqlx)? {
+                out.push(f(r)?);
+            }
+            return Ok(out);
+        }
+        if let Tx::PgRead(c) = self {
+            let rows = crate::pg_read!(c, c => bind_all!(sqlx::query(sql), binds)
+                .fetch_all(c)
+                .await)?;
+            return rows.iter().map(|r| f(r)).collect();
+        }
+        on_conn!(self, c => bind_all!(sqlx::query(sql), binds)
+            .fetch_all(c)
+            .await?
+            .iter()
+            .map(|r| f(r))
+            .collect())
+    }
+
     /// The first column of the first row, as a number.
     pub async fn int(&mut self, sql: &str, binds: &[Val]) -> Result<Option<i64>, sqlx::Error> {
         if let Tx::Direct(d) = self {
@@ -432,6 +463,47 @@ impl Tx {
             })
             .collect::<Vec<_>>()
             .join(",")
+    }
+}
+
+/// A row's cells by index, as [`Tx::rows_with`] hands them over: a text or an integer,
+/// `None` for NULL.
+pub trait Cells {
+    fn text(&self, i: usize) -> Result<Option<&str>, sqlx::Error>;
+    fn int(&self, i: usize) -> Result<Option<i64>, sqlx::Error>;
+}
+
+impl Cells for rusqlite::Row<'_> {
+    fn text(&self, i: usize) -> Result<Option<&str>, sqlx::Error> {
+        use rusqlite::types::ValueRef;
+        match self.get_ref(i).map_err(direct::to_sqlx)? {
+            ValueRef::Null => Ok(None),
+            v => v
+                .as_str()
+                .map(Some)
+                .map_err(|e| sqlx::Error::Decode(Box::new(e))),
+        }
+    }
+    fn int(&self, i: usize) -> Result<Option<i64>, sqlx::Error> {
+        self.get::<_, Option<i64>>(i).map_err(direct::to_sqlx)
+    }
+}
+
+impl Cells for sqlx::sqlite::SqliteRow {
+    fn text(&self, i: usize) -> Result<Option<&str>, sqlx::Error> {
+        self.try_get::<Option<&str>, _>(i)
+    }
+    fn int(&self, i: usize) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get::<Option<i64>, _>(i)
+    }
+}
+
+impl Cells for sqlx::postgres::PgRow {
+    fn text(&self, i: usize) -> Result<Option<&str>, sqlx::Error> {
+        self.try_get::<Option<&str>, _>(i)
+    }
+    fn int(&self, i: usize) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get::<Option<i64>, _>(i)
     }
 }
 
