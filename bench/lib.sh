@@ -160,16 +160,24 @@ for l in sys.stdin:
         print(" ".join(sorted(set(w))) + "|{" + ",".join(chr(34) + x + chr(34) for x in w) + "}")' "$1"
 }
 
+# The cells the API selects of a person (`readmodel::party_cells::read_columns`, checked
+# by tests/party_cells.rs), of the alias `$1` (none if empty), for its document to be put
+# together in Rust.
+PARTY_CELLS="doc, case_number, court, person_id, role, administrator_kind, kind, name, trade_name, first_name, title_before, title_after, legal_form, ico_text, ico, dic, birth_number_text, rc, birth_date, addresses, left_case, first_action_id, latest_action_id"
+party_cells() {
+    if [ -n "${1:-}" ]; then sed -E "s/([a-z_]+)/$1.\1/g" <<<"$PARTY_CELLS"; else echo "$PARTY_CELLS"; fi
+}
+
 # The API's statements for a first page of a name search on PostgreSQL
 # (`read::search`), as a pgbench script: `$1` a statement that picks a text's values
 # `exact` (its exact key) and `w` (its words, a `TEXT[]`), stored by `\gset`; then the
 # exact names newest first, and the other matches by a walk of the longest word's term
 # in the term table newest first, the other word probed by the same key (texts of two
-# words of 2-4 letters: each its own term, none rechecked); each page's documents
-# joined. The values are binds, as the API sends them; run it with kept generic plans
+# words of 2-4 letters: each its own term, none rechecked); each page's persons'
+# cells joined. The values are binds, as the API sends them; run it with kept generic plans
 # (`PGOPTIONS='-c plan_cache_mode=force_generic_plan'`), as the API plans a search.
 pg_search_sql() {
-    local page="SELECT h.latest::text || '|' || p.doc FROM h JOIN parties p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.latest DESC"
+    local page="SELECT h.latest, $(party_cells p) FROM h JOIN party_cells p ON p.case_number = h.case_number AND p.court = h.court AND p.person_id = h.person_id ORDER BY h.latest DESC"
     local pick="WITH h AS (SELECT n.latest, n.case_number, n.court, n.person_id FROM"
     local long="length(w[2]) > length(w[1])"
     echo "SELECT exact, CASE WHEN $long THEN w[2] ELSE w[1] END AS walk, COALESCE(CASE WHEN $long THEN w[1] ELSE w[2] END, w[1]) AS probe FROM ($1) v \gset

@@ -207,7 +207,7 @@ pgq() { # $1 label, $2 values count, $3 SQL (only for the queries asked)
     printf "%-36s %8.0f tps  (average latency %s ms)\n" "pgbench $1" "$tps" "$lat"
 }
 pgq case "$(n "$WORK/case_numbers")" "SELECT doc FROM cases WHERE case_number = $(printf "$V" case)"
-pgq ico "$(n "$WORK/icos")" "SELECT doc FROM parties WHERE ico = $(printf "$V" ico) ORDER BY case_number, court, person_id LIMIT 51"
+pgq ico "$(n "$WORK/icos")" "SELECT $(party_cells) FROM party_cells WHERE ico = $(printf "$V" ico) ORDER BY case_number, court, person_id LIMIT 51"
 # The API's statements for a first page of a name search (`pg_search_sql`).
 PGOPTIONS="-c plan_cache_mode=force_generic_plan" pgq name "$(n "$WORK/names")" \
     "$(pg_search_sql "SELECT a AS exact, CAST(b AS TEXT[]) AS w FROM bench_v WHERE kind = 'name' AND i = :i")"

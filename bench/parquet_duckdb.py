@@ -35,7 +35,10 @@ SQL_TYPES = {
 }
 # Where a table's rows are in the SQLite file: a projection's view of documents, or
 # columns of its own.
-SOURCES = {"cases": "cases", "parties": "parties", "events": "timeline", "stats": "stats"}
+# The parties are read from their cells (`party_cells`, as the export reads them on
+# SQLite), or from `doc` where a version made before the cells kept it whole.
+SOURCES = {"cases": "cases", "parties": "party_cells", "events": "timeline", "stats": "stats"}
+PARTY_EITHER = {"ico": "COALESCE(ico_text, ico)", "birth_number": "COALESCE(birth_number_text, rc)"}
 
 
 def connect():
@@ -71,7 +74,10 @@ def select(db, table, columns):
     exprs = []
     for c in columns:
         name, t = c["name"], c["type"]
-        if table in ("cases", "parties"):
+        if table == "parties":
+            cell = PARTY_EITHER.get(name, f'"{name}"')
+            raw = f"CASE WHEN doc IS NULL THEN {cell} ELSE json_extract_string(doc, '{doc_path(name)}') END"
+        elif table == "cases":
             p = doc_path(name)
             raw = "json_array_length(doc, '$.debtors')" if p is None else f"json_extract_string(doc, '{p}')"
         else:

@@ -39,9 +39,9 @@ CREATE TABLE parties (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id 
   doc TEXT NOT NULL, PRIMARY KEY (case_number, court, person_id));
 CREATE TABLE cases (case_number TEXT PRIMARY KEY, court_short TEXT, latest_action_id BIGINT NOT NULL);
 SQL
-    sqlite3 -csv "$DB" "SELECT n.case_number, n.court, n.person_id, n.words, n.exact, CAST(substr(json_extract(p.doc, '$.birth_date'), 1, 4) AS INTEGER), p.role, p.kind, abs(n.rowid) FROM names_v$PV n CROSS JOIN parties_v$PV p ON p.rowid = n.prow" \
+    sqlite3 -csv "$DB" "SELECT n.case_number, n.court, n.person_id, n.words, n.exact, CAST(substr(COALESCE(p.birth_date, json_extract(p.doc, '$.birth_date')), 1, 4) AS INTEGER), p.role, p.kind, abs(n.rowid) FROM names_v$PV n CROSS JOIN parties_v$PV p ON p.rowid = n.prow" \
         | psql "$PG/$PGDB" -qc "COPY names FROM STDIN WITH (FORMAT csv)"
-    sqlite3 -csv "$DB" "SELECT case_number, court, person_id, doc FROM parties_v$PV" \
+    sqlite3 -csv "$DB" "SELECT case_number, court, person_id, doc FROM parties" \
         | psql "$PG/$PGDB" -qc "COPY parties FROM STDIN WITH (FORMAT csv)"
     sqlite3 -csv "$DB" "SELECT case_number, court_short, latest_action_id FROM cases_v$CV" \
         | psql "$PG/$PGDB" -qc "COPY cases FROM STDIN WITH (FORMAT csv)"
@@ -77,7 +77,7 @@ trap 'rm -rf "$WORK"' EXIT
 # words are 2-4 characters each), with each one's exact key, its text query (the
 # previous release's) and its words' array (this release's).
 source bench/lib.sh
-sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || ' ' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties_v$PV WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
+sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || ' ' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
     | fold_texts sql | awk -F'|' '{ q = $2; gsub(/[{}"]/, "", q); gsub(/,/, ":* \\& ", q); printf "%d\t%s\t%s:*\t%s\n", NR, $1, q, $2 }' >"$WORK/texts"
 psql "$PG/$PGDB" -q -c "DROP TABLE IF EXISTS bench_t" -c "CREATE TABLE bench_t (i INT PRIMARY KEY, exact TEXT, q TEXT, arr TEXT[])" \
     -c "\\copy bench_t FROM '$WORK/texts'"

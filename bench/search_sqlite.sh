@@ -20,7 +20,7 @@ WORK="$(mktemp -d)"
 trap 'kill ${SERVE_PID:-} 2>/dev/null || true; rm -rf "$WORK"' EXIT
 PV=$(sqlite3 "$DB" "SELECT version FROM proj_meta WHERE name = 'parties'")
 TEXTS="${TEXTS:-$WORK/names}"
-[ -s "$TEXTS" ] || sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || ' ' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties_v$PV WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
+[ -s "$TEXTS" ] || sqlite3 "$DB" "SELECT substr(json_extract(doc, '$.name'), 1, 4) || ' ' || substr(json_extract(doc, '$.first_name'), 1, 2) FROM parties WHERE role = 'DLUŽNÍK' AND json_extract(doc, '$.first_name') IS NOT NULL ORDER BY random() LIMIT 2000" \
     | fold_texts url >"$TEXTS"
 echo "$(wc -l <"$TEXTS") texts; the name index in $(sqlite3 "$DB" "SELECT COUNT(DISTINCT segid) FROM names_v${PV}_idx") segment(s)"
 P=$((20000 + RANDOM % 20000))

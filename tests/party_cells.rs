@@ -417,3 +417,19 @@ async fn a_parties_version_made_before_the_cells_sqlite() {
 async fn a_parties_version_made_before_the_cells_postgres() {
     a_parties_version_made_before_the_cells(Backend::Postgres).await;
 }
+
+/// The benchmarks' floor statements select what the API selects: `bench/lib.sh`'s list
+/// of a person's cells is `read_columns`.
+#[test]
+fn the_benchmarks_select_the_cells_the_api_reads() {
+    let lib =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/bench/lib.sh")).unwrap();
+    let line = lib
+        .lines()
+        .find_map(|l| l.strip_prefix("PARTY_CELLS=\""))
+        .expect("bench/lib.sh sets PARTY_CELLS");
+    assert_eq!(
+        line.trim_end_matches('"'),
+        isir::readmodel::party_cells::read_columns("")
+    );
+}

@@ -1249,7 +1249,8 @@ async fn a_parties_version_made_before_the_first_action_column(b: Backend) {
     let mut tx = Tx::begin(store).await.unwrap();
     tx.exec("DROP VIEW parties", &[]).await.unwrap();
     // (Its documents whole, as that release stored them: no first action column, no
-    // cells.)
+    // cells, no view of them.)
+    tx.exec("DROP VIEW party_cells", &[]).await.unwrap();
     for stmt in [
         "CREATE TABLE parties_old (case_number TEXT NOT NULL, court TEXT NOT NULL, person_id TEXT NOT NULL, \
          role TEXT, kind TEXT, ico TEXT, rc TEXT, name_key TEXT, latest_action_id BIGINT NOT NULL, \

@@ -391,20 +391,9 @@ impl Builder for Parties {
                 Ok(row)
             })
             .collect::<Result<_, serde_json::Error>>()?;
-        let columns: Vec<&str> = [
-            "case_number",
-            "court",
-            "person_id",
-            "role",
-            "kind",
-            "ico",
-            "rc",
-            "name_key",
-            "latest_action_id",
-            "doc",
-            "first_action_id",
-        ]
-        .into_iter()
+        let columns: Vec<&str> =
+            "case_number court person_id role kind ico rc name_key latest_action_id doc first_action_id"
+                .split(' ')
         .chain(CELL_COLUMNS.iter().map(|(c, _)| *c))
         .collect();
         tx.upsert(

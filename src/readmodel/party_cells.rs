@@ -1,7 +1,9 @@
 //! A party's document stored as cells: `parties_vN` keeps each field of a [`PartyDoc`]
 //! in a column of its own (a field without a value is a NULL, one byte, not its key and
 //! `null` in a JSON text), and its readers get the document back, byte for byte as
-//! `serde_json` writes it, from [`doc_sql`].
+//! `serde_json` writes it: built in Rust by [`doc_from`] from the cells a reader
+//! selects ([`read_columns`] of the [`VIEW`]), or in SQL by [`doc_sql`] (the `parties`
+//! view, for SQL that needs it whole).
 //!
 //! Owns the table's cell columns and the expression that serves them whole; never decides
 //! what is masked (`crate::privacy` masks the document it serves) nor which persons a
