@@ -7,8 +7,9 @@
 //! into a staging directory next to the target, the manifest last, and the staging
 //! directory is renamed to the target when complete, so a reader who sees the target
 //! sees complete files, and a failed or killed export leaves nothing under a final name.
-//! Memory stays flat: rows are read in keyset chunks inside the snapshot (SQLite) or
-//! streamed by `COPY (SELECT ...) TO STDOUT` inside it (PostgreSQL), and written as
+//! Memory stays flat: rows are read in keyset chunks inside the snapshot (SQLite, and
+//! PostgreSQL's parties, whose cells are put together in Rust) or streamed by `COPY
+//! (SELECT ...) TO STDOUT` inside it (PostgreSQL's cases and events), and written as
 //! they come.
 
 //!

@@ -36,14 +36,15 @@ pub fn timed_out(e: &sqlx::Error) -> bool {
 /// build has not swapped its table in yet, on a store an operator forced into phase
 /// `serve` (PostgreSQL `undefined_table`; SQLite "no such table", from sqlx or from a
 /// direct connection); or on a table of an earlier release's form that its builder has
-/// not brought up to this release's yet (PostgreSQL `undefined_column`).
+/// not brought up to this release's yet (PostgreSQL `undefined_column`, SQLite "no such
+/// column": e.g. SQLite's name search reads the parties' cells from the table itself).
 pub fn missing_table(e: &sqlx::Error) -> bool {
+    let sqlite = |m: &str| m.contains("no such table") || m.contains("no such column");
     match e {
         sqlx::Error::Database(d) => {
-            matches!(d.code().as_deref(), Some("42P01") | Some("42703"))
-                || d.message().starts_with("no such table")
+            matches!(d.code().as_deref(), Some("42P01") | Some("42703")) || sqlite(d.message())
         }
-        sqlx::Error::Io(io) => io.to_string().contains("no such table"),
+        sqlx::Error::Io(io) => sqlite(&io.to_string()),
         _ => false,
     }
 }
