@@ -548,7 +548,7 @@ async fn verify_output_holds_no_personal_data(b: Backend) {
         let n = tx
             .int(
                 &format!(
-                    "SELECT COUNT(*) FROM {table} WHERE case_number = $1 AND doc LIKE $2 AND doc LIKE $3"
+                    "SELECT COUNT(*) FROM parties WHERE case_number = $1 AND doc LIKE $2 AND doc LIKE $3"
                 ),
                 &[
                     d.case_number.clone().into(),
@@ -566,11 +566,15 @@ async fn verify_output_holds_no_personal_data(b: Backend) {
         }
     }
     let (d, rc, street) = picked.expect("a natural-person debtor in the projection");
-    // The projection is tampered with: another birth number and street.
+    // The projection is tampered with: another birth number and street (in the cells
+    // `readmodel::party_cells` stores the person as: the birth number's text where it
+    // differs from its key, else the key; the addresses' JSON).
     let mut tx = isir::store::sql::Tx::begin(&app.store).await.unwrap();
     tx.exec(
         &format!(
-            "UPDATE {table} SET doc = REPLACE(REPLACE(doc, $1, '000101/0000'), $2, 'Jinde') WHERE case_number = $3"
+            "UPDATE {table} SET birth_number_text = CASE WHEN COALESCE(birth_number_text, rc) = $1 \
+             THEN '000101/0000' ELSE birth_number_text END, addresses = REPLACE(addresses, $2, 'Jinde') \
+             WHERE case_number = $3"
         ),
         &[
             rc.clone().into(),
