@@ -547,9 +547,7 @@ async fn verify_output_holds_no_personal_data(b: Backend) {
         let mut tx = isir::store::sql::Tx::begin_read(&app.store).await.unwrap();
         let n = tx
             .int(
-                &format!(
-                    "SELECT COUNT(*) FROM parties WHERE case_number = $1 AND doc LIKE $2 AND doc LIKE $3"
-                ),
+                "SELECT COUNT(*) FROM parties WHERE case_number = $1 AND doc LIKE $2 AND doc LIKE $3",
                 &[
                     d.case_number.clone().into(),
                     format!("%{rc}%").into(),
