@@ -285,22 +285,23 @@ pub async fn ensure(store: &Store, name: &str) -> Result<Meta, ProjectionError> 
 async fn upgrade(store: &Store, b: &dyn Builder, live: &Meta) -> Result<(), ProjectionError> {
     let mut tx = Tx::begin(store).await?;
     let upgraded = b.upgrade(&mut tx, live.version).await?;
-    let views: std::collections::HashSet<String> = tx
-        .texts(
-            if tx.is_postgres() {
-                "SELECT viewname::text FROM pg_views WHERE schemaname = current_schema()"
-            } else {
-                "SELECT name FROM sqlite_master WHERE type = 'view'"
-            },
-            &[],
-        )
-        .await?
-        .into_iter()
-        .collect();
-    let missing = b
-        .extra_views(live.version)
-        .iter()
-        .any(|(name, _)| !views.contains(*name));
+    // (The catalogue is read only for a builder with views besides its tables'.)
+    let extra = b.extra_views(live.version);
+    let missing = !upgraded && !extra.is_empty() && {
+        let views: std::collections::HashSet<String> = tx
+            .texts(
+                if tx.is_postgres() {
+                    "SELECT viewname::text FROM pg_views WHERE schemaname = current_schema()"
+                } else {
+                    "SELECT name FROM sqlite_master WHERE type = 'view'"
+                },
+                &[],
+            )
+            .await?
+            .into_iter()
+            .collect();
+        extra.iter().any(|(name, _)| !views.contains(*name))
+    };
     if upgraded || missing {
         point_views(&mut tx, b, live.version).await?;
     }

@@ -123,8 +123,12 @@ pub(super) async fn party_cells(tx: &mut Tx, v: i64) -> Result<bool, ProjectionE
 }
 
 /// Whether `parties_vN` still requires whole documents (an earlier release's SQLite
-/// version, see [`party_cells`]).
+/// version, see [`party_cells`]; never on PostgreSQL, whose upgrade drops the
+/// constraint, so no catalogue query there on a batch's path).
 pub(super) async fn party_docs_required(tx: &mut Tx, v: i64) -> Result<bool, ProjectionError> {
+    if tx.is_postgres() {
+        return Ok(false);
+    }
     Ok(column(tx, &format!("parties_v{v}"), "doc").await? == Some(true))
 }
 
